@@ -1,0 +1,21 @@
+"""remat: train PyTorch models in less memory by recomputing activations, same gradients.
+
+Modules, in processing order (data only flows down):
+
+    graph.py      Graph: nodes with mem, cost, inputs, what backward reads; JSON; validation
+    lowerset.py   seed 000 §2: δ+, δ−, lower sets, boundary, enumeration, pruned family {L_v}
+    canonical.py  seed 000 §3: the canonical strategy's overhead (eq. 1) and peak (eq. 2)
+    solvers/      one module per algorithm family, one signature, one registry
+    schedule.py   lowering: stages or a kept set -> the step schedule
+    simulate.py   liveness simulation of a schedule: the common yardstick for all solvers
+    api.py        solve(), min_budget()
+    cli.py        the ``remat`` command
+"""
+
+from .api import min_budget, solve
+from .graph import Graph, GraphError, Node
+from .plan import Plan
+from .simulate import ScheduleError, Simulation, simulate
+
+__all__ = ["Graph", "GraphError", "Node", "Plan", "ScheduleError", "Simulation",
+           "min_budget", "simulate", "solve"]

@@ -1,0 +1,245 @@
+"""The computation graph remat plans on: plain data, no torch.
+
+A node is one forward value (the output of one op). ``mem`` is its size (bytes on captured
+graphs, any unit on abstract ones), ``cost`` the time to compute it forward, ``inputs`` the
+nodes it reads. Graph inputs and parameters are not nodes: as in seed 000 §2 they are always
+in memory and do not count towards the activation budget.
+
+``bwd_uses`` says which forward values the backward step of a node reads (autograd's saved
+tensors): any of its inputs and itself. ``None`` means the default of abstract graphs, "inputs
+and output" (DESIGN.md, memory model).
+
+JSON format ``remat-graph/1``; validation names the offending node in every message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+from numbers import Real
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import networkx as nx
+
+FORMAT = "remat-graph/1"
+
+
+class GraphError(ValueError):
+    """A graph that cannot be planned on; the message names the problem and the node."""
+
+
+@dataclass(frozen=True)
+class Node:
+    id: str
+    mem: float
+    cost: float
+    inputs: tuple[str, ...] = ()
+    op: str | None = None
+    bwd_uses: tuple[str, ...] | None = None
+
+    @property
+    def saved(self) -> tuple[str, ...]:
+        """Forward values the backward step of this node reads."""
+        if self.bwd_uses is None:
+            return tuple(dict.fromkeys((*self.inputs, self.id)))
+        return self.bwd_uses
+
+
+def _check_number(node_id: str, name: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise GraphError(f"node {node_id!r}: {name} must be a finite number, got {value!r}")
+    if value < 0:
+        raise GraphError(f"node {node_id!r}: {name} must be >= 0, got {value!r}")
+    return value
+
+
+@dataclass
+class Graph:
+    """A DAG of forward values. Build with ``add_node`` or ``Graph.from_json``.
+
+    Derived views (topological order, successor sets) are computed lazily and dropped on every
+    mutation, so a Graph is cheap to query many times while a solver runs.
+    """
+
+    name: str = "graph"
+    _nodes: dict[str, Node] = field(default_factory=dict)
+
+    # ---- building -------------------------------------------------------------------------
+    def add_node(
+        self,
+        id: str,
+        mem: float,
+        cost: float,
+        inputs: Iterable[str] = (),
+        op: str | None = None,
+        bwd_uses: Iterable[str] | None = None,
+    ) -> Node:
+        """Add one value. Inputs may name nodes added later; ``validate`` checks them."""
+        if not isinstance(id, str) or not id:
+            raise GraphError(f"node id must be a non-empty string, got {id!r}")
+        if id in self._nodes:
+            raise GraphError(f"duplicate node id {id!r}")
+        inputs = tuple(inputs)
+        if len(set(inputs)) != len(inputs):
+            inputs = tuple(dict.fromkeys(inputs))
+        if id in inputs:
+            raise GraphError(f"node {id!r} lists itself as an input (a cycle)")
+        if bwd_uses is not None:
+            bwd_uses = tuple(dict.fromkeys(bwd_uses))
+            stray = [u for u in bwd_uses if u != id and u not in inputs]
+            if stray:
+                raise GraphError(f"node {id!r}: bwd_uses {stray} are neither its inputs nor itself")
+        node = Node(id, _check_number(id, "mem", mem), _check_number(id, "cost", cost), inputs, op, bwd_uses)
+        self._nodes[id] = node
+        self._invalidate()
+        return node
+
+    def _invalidate(self) -> None:
+        for key in ("order", "succ", "index", "_validated"):
+            self.__dict__.pop(key, None)
+
+    # ---- access ---------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self._nodes)
+
+    def __contains__(self, node_id: object) -> bool:
+        return node_id in self._nodes
+
+    def __getitem__(self, node_id: str) -> Node:
+        return self._nodes[node_id]
+
+    def __iter__(self):
+        return iter(self.order)
+
+    @property
+    def nodes(self) -> Mapping[str, Node]:
+        return self._nodes
+
+    def mem(self, ids: Iterable[str]) -> float:
+        """M(S): total memory of a set of nodes."""
+        return sum(self._nodes[v].mem for v in ids)
+
+    def cost(self, ids: Iterable[str]) -> float:
+        """T(S): total forward cost of a set of nodes."""
+        return sum(self._nodes[v].cost for v in ids)
+
+    @cached_property
+    def _validated(self) -> bool:
+        self.validate()
+        return True
+
+    @cached_property
+    def order(self) -> tuple[str, ...]:
+        """A topological order (stable: ties broken by insertion order)."""
+        self._validated
+        return tuple(nx.lexicographical_topological_sort(self.to_networkx(), key=self.index_of))
+
+    @cached_property
+    def index(self) -> dict[str, int]:
+        """Insertion index of each node, the tie-breaker everywhere an order is chosen."""
+        return {v: i for i, v in enumerate(self._nodes)}
+
+    def index_of(self, node_id: str) -> int:
+        return self.index[node_id]
+
+    @cached_property
+    def succ(self) -> dict[str, tuple[str, ...]]:
+        """Consumers of each node, in topological order."""
+        out: dict[str, list[str]] = {v: [] for v in self._nodes}
+        for v in self.order:
+            for u in self._nodes[v].inputs:
+                out[u].append(v)
+        return {v: tuple(ws) for v, ws in out.items()}
+
+    def pred(self, node_id: str) -> tuple[str, ...]:
+        return self._nodes[node_id].inputs
+
+    @property
+    def sinks(self) -> tuple[str, ...]:
+        return tuple(v for v in self.order if not self.succ[v])
+
+    def total_mem(self) -> float:
+        return self.mem(self._nodes)
+
+    def total_cost(self) -> float:
+        return self.cost(self._nodes)
+
+    def to_networkx(self) -> nx.DiGraph:
+        g = nx.DiGraph()
+        g.add_nodes_from(self._nodes)
+        g.add_edges_from((u, v) for v, n in self._nodes.items() for u in n.inputs)
+        return g
+
+    # ---- validation -----------------------------------------------------------------------
+    def validate(self) -> None:
+        """Raise GraphError for an empty graph, an unknown input or a cycle."""
+        if not self._nodes:
+            raise GraphError(f"graph {self.name!r} is empty: add at least one node")
+        for v, n in self._nodes.items():
+            for u in n.inputs:
+                if u not in self._nodes:
+                    raise GraphError(f"node {v!r} has unknown input {u!r}: add that node or drop the edge")
+        try:
+            cycle = nx.find_cycle(self.to_networkx())
+        except nx.NetworkXNoCycle:
+            return
+        path = " -> ".join([e[0] for e in cycle] + [cycle[0][0]])
+        raise GraphError(f"graph has a cycle through node {cycle[0][0]!r}: {path}")
+
+    # ---- JSON -----------------------------------------------------------------------------
+    def to_json(self) -> dict[str, Any]:
+        nodes = []
+        for n in self._nodes.values():
+            d: dict[str, Any] = {"id": n.id, "mem": n.mem, "cost": n.cost, "inputs": list(n.inputs)}
+            if n.op is not None:
+                d["op"] = n.op
+            if n.bwd_uses is not None:
+                d["bwd_uses"] = list(n.bwd_uses)
+            nodes.append(d)
+        return {"format": FORMAT, "name": self.name, "nodes": nodes}
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_text(json.dumps(self.to_json(), indent=1))
+
+    @classmethod
+    def from_json(cls, source: str | Path | Mapping[str, Any]) -> "Graph":
+        """Load from a dict, a JSON string, or a path to a JSON file."""
+        if isinstance(source, Mapping):
+            data = source
+        else:
+            text = str(source)
+            if not text.lstrip().startswith("{"):
+                path = Path(text)
+                if not path.exists():
+                    raise GraphError(f"graph file {text!r} does not exist")
+                text = path.read_text()
+            try:
+                data = json.loads(text)
+            except json.JSONDecodeError as e:
+                raise GraphError(f"graph JSON is malformed: {e}") from None
+        if data.get("format") != FORMAT:
+            raise GraphError(f"expected format {FORMAT!r}, got {data.get('format')!r}")
+        if not isinstance(data.get("nodes"), list):
+            raise GraphError("graph JSON needs a 'nodes' list")
+        g = cls(name=str(data.get("name", "graph")))
+        for i, d in enumerate(data["nodes"]):
+            if not isinstance(d, Mapping) or "id" not in d:
+                raise GraphError(f"node #{i} has no 'id'")
+            missing = [k for k in ("mem", "cost") if k not in d]
+            if missing:
+                raise GraphError(f"node {d['id']!r} is missing {', '.join(missing)}")
+            g.add_node(d["id"], d["mem"], d["cost"], d.get("inputs", ()), d.get("op"), d.get("bwd_uses"))
+        g.validate()
+        return g
+
+    # ---- constructors for tests and examples -----------------------------------------------
+    @classmethod
+    def chain(cls, n: int, mem: float = 1, cost: float = 1, name: str = "chain") -> "Graph":
+        """x1 -> x2 -> ... -> xn."""
+        g = cls(name=name)
+        for i in range(1, n + 1):
+            g.add_node(f"x{i}", mem, cost, [f"x{i-1}"] if i > 1 else [])
+        return g

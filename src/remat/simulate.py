@@ -1,0 +1,170 @@
+"""The one memory and time accounting every solver is judged by.
+
+``simulate(graph, plan)`` walks the step schedule with liveness analysis (seed 002 §3): a forward
+value lives from its ``fwd`` step until its last read, where a read is a later ``fwd`` that takes
+it as input or a ``bwd`` step that saved it (``Node.saved``). An explicit ``free`` ends a value
+early. A gradient of v (same size as v) lives from the first backward step that produces it to
+v's own ``bwd`` step. Memory is counted during each step: what is live plus what the step
+allocates. Recompute cost is the cost of every ``fwd`` of a node computed before.
+
+A schedule that reads a value not in memory, back-propagates a node twice or before all its
+consumers, or never back-propagates a node, is rejected with a ScheduleError naming the step.
+
+For the schedule problem of seed 004 (``plan.problem == "schedule"``) the peak is M(σ) of §2.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .graph import Graph
+from .plan import Plan, Step
+
+
+class ScheduleError(ValueError):
+    """An invalid schedule; the message names the step and the missing value."""
+
+
+@dataclass
+class Simulation:
+    peak: float
+    recompute_cost: float
+    timeline: list[float] = field(default_factory=list)  # memory during each step
+    peak_step: int = 0
+
+    def to_json(self) -> dict:
+        return {"peak": self.peak, "recompute_cost": self.recompute_cost, "peak_step": self.peak_step}
+
+
+def simulate(graph: Graph, plan: Plan | list) -> Simulation:
+    """Peak memory, recompute cost and memory timeline of a plan's schedule."""
+    if isinstance(plan, Plan):
+        if not plan.feasible and not plan.schedule:
+            raise ScheduleError(f"plan of {plan.solver} is infeasible and has no schedule: {plan.message}")
+        if plan.problem == "schedule":
+            return simulate_sequence(graph, plan.schedule, plan.stats.get("final"))
+        steps = plan.schedule
+    else:
+        steps = plan
+    return simulate_training(graph, steps)
+
+
+def _last_reads(graph: Graph, steps: list[Step]) -> list[list[str]]:
+    """For each step, the forward values whose live interval ends right after it."""
+    ends: list[list[str]] = [[] for _ in steps]
+    current: dict[str, int] = {}  # value -> index of the step that ends its interval so far
+
+    def close(v: str) -> None:
+        if v in current:
+            ends[current.pop(v)].append(v)
+
+    for k, (kind, v) in enumerate(steps):
+        if kind == "fwd":
+            for u in graph[v].inputs:
+                if u in current:
+                    current[u] = k
+            close(v)
+            current[v] = k
+        elif kind == "bwd":
+            for u in graph[v].saved:
+                if u in current:
+                    current[u] = k
+        elif kind == "free":
+            close(v)
+    for v in list(current):
+        close(v)
+    return ends
+
+
+def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
+    ends = _last_reads(graph, steps)
+    live: dict[str, float] = {}   # forward values in memory
+    grads: dict[str, float] = {}  # gradients in memory
+    computed: set[str] = set()
+    done_bwd: set[str] = set()
+    pending = {v: len(graph.succ[v]) for v in graph.order}  # consumers not yet back-propagated
+    mem = 0.0
+    peak, peak_step, recompute = 0.0, 0, 0.0
+    timeline: list[float] = []
+
+    def need(k: int, kind: str, v: str, u: str) -> None:
+        if u not in live:
+            raise ScheduleError(f"step {k} ({kind} {v}) reads {u!r}, which is not in memory")
+
+    for k, (kind, v) in enumerate(steps):
+        if v not in graph:
+            raise ScheduleError(f"step {k} ({kind} {v}) names an unknown node")
+        during = mem
+        if kind == "fwd":
+            for u in graph[v].inputs:
+                need(k, kind, v, u)
+            if v in computed:
+                recompute += graph[v].cost
+            computed.add(v)
+            if v not in live:
+                live[v] = graph[v].mem
+                mem += graph[v].mem
+            during = mem
+        elif kind == "bwd":
+            if v in done_bwd:
+                raise ScheduleError(f"step {k} back-propagates {v!r} a second time")
+            if pending[v]:
+                raise ScheduleError(f"step {k} back-propagates {v!r} before all its consumers")
+            for u in graph[v].saved:
+                need(k, kind, v, u)
+            if v not in grads:  # a sink: its gradient is the seed of the backward pass
+                grads[v] = graph[v].mem
+                mem += graph[v].mem
+            for u in graph[v].inputs:
+                if u not in grads:
+                    grads[u] = graph[u].mem
+                    mem += graph[u].mem
+                pending[u] -= 1
+            during = mem
+            mem -= grads.pop(v)
+            done_bwd.add(v)
+        elif kind != "free":
+            raise ScheduleError(f"step {k} has unknown kind {kind!r}: use fwd, bwd or free")
+        for u in ends[k]:
+            mem -= live.pop(u, 0.0)
+        timeline.append(during)
+        if during > peak:
+            peak, peak_step = during, k
+    missing = [v for v in graph.order if v not in done_bwd]
+    if missing:
+        raise ScheduleError(f"schedule never back-propagates {missing[:5]}{'...' if len(missing) > 5 else ''}")
+    return Simulation(peak=peak, recompute_cost=recompute, timeline=timeline, peak_step=peak_step)
+
+
+def simulate_sequence(graph: Graph, seq: list[str], final: str | None = None) -> Simulation:
+    """M(σ) of seed 004 §2 for a node sequence computing ``final`` (default: the last sink).
+
+    U_i, the values kept after step i, holds σ_i and every earlier value that a later step
+    reads before it is computed again (or ``final``); the memory of step i is M(U_{i-1} ∪ {σ_i}).
+    """
+    final = final or graph.sinks[-1]
+    ends = _last_reads(graph, [("fwd", v) for v in seq])
+    live: dict[str, float] = {}
+    mem = peak = recompute = 0.0
+    peak_step = 0
+    timeline: list[float] = []
+    seen: set[str] = set()
+    for k, v in enumerate(seq):
+        for u in graph[v].inputs:
+            if u not in live:
+                raise ScheduleError(f"step {k} ({v}) reads {u!r}, which is not in memory")
+        if v in seen:
+            recompute += graph[v].cost
+        seen.add(v)
+        if v not in live:
+            live[v] = graph[v].mem
+            mem += graph[v].mem
+        timeline.append(mem)
+        if mem > peak:
+            peak, peak_step = mem, k
+        for u in ends[k]:
+            if u != final or k == len(seq) - 1:
+                mem -= live.pop(u, 0.0)
+    if final not in seen:
+        raise ScheduleError(f"sequence never computes the final node {final!r}")
+    return Simulation(peak=peak, recompute_cost=recompute, timeline=timeline, peak_step=peak_step)

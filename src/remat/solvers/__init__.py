@@ -1,0 +1,61 @@
+"""Solver registry: one module per algorithm family, one signature, dispatch by name.
+
+Every solver is ``solve(graph, budget, **options) -> Plan`` and registers itself with
+``@register("name", problems=...)``. Modules in this package are imported on first lookup, so a
+new algorithm is one new module and nothing else changes (DESIGN.md).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass
+from typing import Callable
+
+from ..plan import Plan
+
+SolverFn = Callable[..., Plan]
+
+
+@dataclass(frozen=True)
+class SolverSpec:
+    name: str
+    fn: SolverFn
+    problems: tuple[str, ...]
+    summary: str
+
+
+_REGISTRY: dict[str, SolverSpec] = {}
+_LOADED = False
+
+
+def register(name: str, problems: tuple[str, ...] = ("training",)) -> Callable[[SolverFn], SolverFn]:
+    def deco(fn: SolverFn) -> SolverFn:
+        doc = (fn.__doc__ or "").strip().splitlines()
+        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "")
+        return fn
+    return deco
+
+
+def _load_all() -> None:
+    for mod in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{mod.name}")
+
+
+def registry() -> dict[str, SolverSpec]:
+    global _LOADED
+    if not _LOADED:
+        _load_all()
+        _LOADED = True
+    return dict(_REGISTRY)
+
+
+def get(name: str) -> SolverSpec:
+    reg = registry()
+    if name not in reg:
+        raise ValueError(f"unknown solver {name!r}; known solvers: {', '.join(sorted(reg))}")
+    return reg[name]
+
+
+def names(problem: str | None = None) -> list[str]:
+    return sorted(n for n, s in registry().items() if problem is None or problem in s.problems)
