@@ -46,6 +46,8 @@ def min_budget(graph: Graph, solver: str = "dp-approx", mode: str = "time", **op
     """
     graph.validate()
     spec = solvers.get(solver)
+    if spec.min_budget is not None and mode == "time":
+        return spec.min_budget(graph, **options)
 
     def attempt(b: float | None) -> Plan:
         return spec.fn(graph, b, mode=mode, problem="training", **options)

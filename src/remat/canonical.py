@@ -34,28 +34,25 @@ class StageTerms:
         return self.cached + self.stage + self.consumers + self.siblings
 
 
-def stage_extra(p: Poset, lower: int) -> float:
-    """M(δ+(L) \\ L) + M(δ−(δ+(L)) \\ L): the part of eq. (2) that depends on L alone."""
-    out = p.delta_plus(lower) & ~lower
-    return p.mem(out) + p.mem(p.delta_minus(p.delta_plus(lower)) & ~lower)
+def stage_term(p: Poset, prev: int, lower: int, cached: int) -> StageTerms:
+    """Eq. (1) and (2) terms of the stage V_i = L_i \\ L_{i-1}, given the cache U_{i-1}."""
+    v_i = lower & ~prev
+    return StageTerms(
+        cached=p.mem(cached),
+        stage=2 * p.mem(v_i),
+        consumers=p.mem(p.delta_plus(lower) & ~lower),
+        siblings=p.mem(p.delta_minus(p.delta_plus(lower)) & ~lower),
+        overhead=p.cost(v_i & ~p.boundary(lower)),
+    )
 
 
 def stage_terms(p: Poset, lowers: list[int]) -> list[StageTerms]:
     """Eq. (1) and (2) term by term for a sequence of lower-set bitmasks."""
     check_sequence(p, lowers)
     terms = []
-    prev = 0
-    cached = 0  # U_{i-1}
+    prev = cached = 0  # L_{i-1}, U_{i-1}
     for lower in lowers:
-        v_i = lower & ~prev
-        out = p.delta_plus(lower) & ~lower
-        terms.append(StageTerms(
-            cached=p.mem(cached),
-            stage=2 * p.mem(v_i),
-            consumers=p.mem(out),
-            siblings=p.mem(p.delta_minus(p.delta_plus(lower)) & ~lower),
-            overhead=p.cost(v_i & ~p.boundary(lower)),
-        ))
+        terms.append(stage_term(p, prev, lower, cached))
         cached |= p.boundary(lower)
         prev = lower
     return terms

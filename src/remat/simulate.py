@@ -76,7 +76,19 @@ def _last_reads(graph: Graph, steps: list[Step]) -> list[list[str]]:
     return ends
 
 
+def _check_steps(graph: Graph, steps: list[Step]) -> None:
+    for k, step in enumerate(steps):
+        if not (isinstance(step, (tuple, list)) and len(step) == 2):
+            raise ScheduleError(f"step {k} is {step!r}: a step is (kind, node id)")
+        kind, v = step
+        if kind not in ("fwd", "bwd", "free"):
+            raise ScheduleError(f"step {k} has unknown kind {kind!r}: use fwd, bwd or free")
+        if v not in graph:
+            raise ScheduleError(f"step {k} ({kind} {v}) names an unknown node")
+
+
 def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
+    _check_steps(graph, steps)
     ends = _last_reads(graph, steps)
     live: dict[str, float] = {}   # forward values in memory
     grads: dict[str, float] = {}  # gradients in memory
@@ -92,8 +104,6 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
             raise ScheduleError(f"step {k} ({kind} {v}) reads {u!r}, which is not in memory")
 
     for k, (kind, v) in enumerate(steps):
-        if v not in graph:
-            raise ScheduleError(f"step {k} ({kind} {v}) names an unknown node")
         during = mem
         if kind == "fwd":
             for u in graph[v].inputs:
@@ -123,8 +133,6 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
             during = mem
             mem -= grads.pop(v)
             done_bwd.add(v)
-        elif kind != "free":
-            raise ScheduleError(f"step {k} has unknown kind {kind!r}: use fwd, bwd or free")
         for u in ends[k]:
             mem -= live.pop(u, 0.0)
         timeline.append(during)

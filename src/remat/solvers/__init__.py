@@ -23,16 +23,18 @@ class SolverSpec:
     fn: SolverFn
     problems: tuple[str, ...]
     summary: str
+    min_budget: Callable[..., float] | None = None  # exact shortcut for remat.min_budget
 
 
 _REGISTRY: dict[str, SolverSpec] = {}
 _LOADED = False
 
 
-def register(name: str, problems: tuple[str, ...] = ("training",)) -> Callable[[SolverFn], SolverFn]:
+def register(name: str, problems: tuple[str, ...] = ("training",),
+             min_budget: Callable[..., float] | None = None) -> Callable[[SolverFn], SolverFn]:
     def deco(fn: SolverFn) -> SolverFn:
         doc = (fn.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "")
+        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "", min_budget)
         return fn
     return deco
 

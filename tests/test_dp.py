@@ -1,0 +1,81 @@
+"""The DP solvers against the exhaustive search of seed 000 §4.1 on random small DAGs."""
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+import remat
+from remat import canonical
+from strategies import dags
+
+
+def _budget_between(g, frac):
+    """A budget between the smallest feasible one and the unconstrained peak."""
+    lo = remat.min_budget(g, solver="dp-exhaustive")
+    hi = remat.solve(g, None, solver="dp-exhaustive").peak
+    return lo + round(frac * (hi - lo))
+
+
+@settings(max_examples=300, deadline=None)
+@given(dags(max_nodes=7), st.floats(0, 1), st.sampled_from(["time", "memory"]))
+def test_exact_reaches_the_exhaustive_optimum(g, frac, mode):
+    budget = _budget_between(g, frac)
+    ref = remat.solve(g, budget, solver="dp-exhaustive", mode=mode)
+    exact = remat.solve(g, budget, solver="dp-exact", mode=mode)
+    approx = remat.solve(g, budget, solver="dp-approx", mode=mode)
+    assert ref.feasible and exact.feasible
+    assert exact.stats["eq1_overhead"] == ref.stats["eq1_overhead"]
+    assert exact.peak <= budget and ref.peak <= budget
+    # dp-approx searches a subfamily: never better than the optimum, within budget when feasible
+    if approx.feasible:
+        assert approx.peak <= budget
+        better = (lambda a, b: a >= b) if mode == "time" else (lambda a, b: a <= b)
+        assert better(approx.stats["eq1_overhead"], ref.stats["eq1_overhead"])
+    # every plan's figures are eq. (1) and (2) of its own stages
+    for plan in (ref, exact, approx):
+        if plan.feasible:
+            assert plan.peak == canonical.peak(g, plan.stages)
+            assert plan.stats["eq1_overhead"] == canonical.overhead(g, plan.stages)
+
+
+@settings(max_examples=80, deadline=None)
+@given(dags(max_nodes=6))
+def test_min_budget_agrees_across_dp_solvers(g):
+    exact = remat.min_budget(g, solver="dp-exact")
+    assert exact == remat.min_budget(g, solver="dp-exhaustive")
+    assert remat.min_budget(g, solver="dp-approx") >= exact
+    assert remat.solve(g, exact, solver="dp-exact").feasible
+    if exact > 1:
+        assert not remat.solve(g, exact - 1, solver="dp-exact").feasible
+
+
+def test_chain_optimum_by_hand():
+    # unit chain of 4: the finest partition costs only the last node in eq. (1): T(V_4 \ ∂(V)) = 1
+    g = remat.Graph.chain(4)
+    plan = remat.solve(g, None, solver="dp-exact")
+    assert plan.stages == [["x1"], ["x2"], ["x3"], ["x4"]]
+    assert plan.stats["eq1_overhead"] == 1
+    assert plan.recompute_cost == 0  # the last stage is not dropped and recomputed
+    # memory-centric with no budget: maximal overhead at the minimal budget
+    mc = remat.solve(g, None, solver="dp-exact", mode="memory")
+    assert mc.peak == remat.min_budget(g, solver="dp-exact")
+
+
+def test_infeasible_budget_is_a_plan_naming_the_minimum():
+    g = remat.Graph.chain(5)
+    best = remat.min_budget(g, solver="dp-exact")
+    plan = remat.solve(g, best - 1, solver="dp-exact")
+    assert plan.feasible is False
+    assert f"{best:g}" in plan.message
+
+
+def test_exhaustive_refuses_large_graphs():
+    with pytest.raises(ValueError, match="dp-exhaustive refuses graphs above 12 nodes"):
+        remat.solve(remat.Graph.chain(13), None, solver="dp-exhaustive")
+
+
+def test_exact_refuses_too_many_lower_sets_with_a_way_out():
+    g = remat.Graph()
+    for i in range(16):
+        g.add_node(f"v{i}", 1, 1)
+    with pytest.raises(ValueError, match="dp-approx"):
+        remat.solve(g, None, solver="dp-exact", cap=1000)
