@@ -153,9 +153,12 @@ def test_min_budget_through_the_api(name):
     assert not remat.solve(g, 7, solver=name).feasible
 
 
-def test_greedy_huge_budget_never_splits():
+def test_alg3_splits_once_the_running_size_exceeds_B():
     g = Graph.chain(9)
     order, cands = chen.dfs_order(g), chen.split_candidates(g)
+    three = chen.plan_with_budget(g, order, cands, 3.0)
+    # temp reaches 4 > 3 at x4 and again at x8; x = M{x4, x8}, y = 4
+    assert three.splits == ("x4", "x8") and (three.x, three.y) == (2, 4)
     assert chen.plan_with_budget(g, order, cands, 100.0).splits == ()
 
 

@@ -37,7 +37,9 @@ Budget semantics:
   The candidate set does not depend on the budget, so feasibility is monotone in the budget (what
   ``remat.min_budget``'s binary search needs) and the overhead never rises as the budget grows.
 
-Both ignore ``mode`` (Chen's method has no time/memory-centric variants).
+Both ignore ``mode`` (Chen's method has no time/memory-centric variants). chen-greedy's ``stats``
+also list the distinct grid plans: ``B`` (of the chosen one), ``candidate_B``, ``grid_peaks``,
+``grid_overheads``.
 
 Tested (tests/test_chen.py) against hand-computed stages, eq. (1) and eq. (2) values on a 9-node
 chain, a residual chain (only block outputs are articulation points) and a graph without
@@ -114,7 +116,7 @@ def sqrt_splits(order: Sequence[str], candidates: set[str]) -> list[str]:
     splits in order; the last node never splits (nothing would follow it).
     """
     n = len(order)
-    k = max(1, math.ceil(math.sqrt(n)))
+    k = max(1, round(math.sqrt(n)))
     ends = [i + 1 for i, v in enumerate(order[:-1]) if v in candidates]  # segment length if cut here
     chosen: list[int] = []
     for j in range(1, k):

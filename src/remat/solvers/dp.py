@@ -102,7 +102,7 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
         idx = np.repeat(start[rows] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
         e_set, e_a, e_m = ents.set[idx], ents.a[idx], ents.m[idx]
         b = fam.boundary[r]
-        in_prev = fam.member[e_set][:, b]                    # ∂(L') ∩ L, per entry
+        in_prev = fam.member[:, b][e_set]                    # ∂(L') ∩ L, per entry
         d_cost = cost_of[b].sum() - in_prev @ cost_of[b]    # T(∂(L') \ L)
         d_mem = mem_of[b].sum() - in_prev @ mem_of[b]       # M(∂(L') \ L)
         stage_mem = e_m + 2 * (fam.mem[r] - fam.mem[e_set]) + fam.extra[r]   # line 6
@@ -115,7 +115,12 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
             cand = np.flatnonzero(stage_mem <= budget * (1 + 1e-12) + 1e-9)   # line 7
         if cand.size == 0:
             continue
-        keep = cand[_pareto(new_a[cand], new_m[cand], maximize=objective == "max")]
+        if budget == float("inf") and objective != "peak":
+            # no memory constraint ahead: m cannot matter, keep the single best entry
+            pick = np.argmax(new_a[cand]) if objective == "max" else np.argmin(new_a[cand])
+            keep = cand[[pick]]
+        else:
+            keep = cand[_pareto(new_a[cand], new_m[cand], maximize=objective == "max")]
         start[r] = ents.size
         count[r] = keep.size
         ents.add(np.full(keep.size, r), new_a[keep], new_m[keep], idx[keep])

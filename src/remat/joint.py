@@ -1,0 +1,143 @@
+"""The schedule problem of seed 004 §2 and its bridge to the training problem.
+
+Seed 004 plans a *node sequence* σ computing one final node of an arbitrary DAG (nodes may
+repeat), with peak memory M(σ) through the sets U_i. A training step is such a DAG once the
+backward pass is written out as nodes: ``joint_graph`` builds that forward+backward graph,
+a schedule-problem solver (twremat, greedy, none) sequences it, and ``joint_to_steps`` turns
+the sequence back into remat's training steps, which ``remat.simulate`` then judges.
+
+Also here, shared by every schedule-problem solver: ``resolve_final`` (which node is f),
+``ancestors`` (the nodes f needs), ``sequence_plan`` (wrap a sequence into a Plan whose peak
+is M(σ)) and ``training_plan`` (solve the training problem through the joint graph).
+
+Tested in tests/test_joint.py: the joint graph of hand-sized graphs edge by edge, and random
+DAGs (hypothesis) whose converted schedules pass the training simulator.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Callable, Iterable
+
+from .graph import Graph
+from .plan import Plan, Step
+from .simulate import simulate_sequence, simulate_training
+
+BWD_PREFIX = "b:"
+END = "end"
+
+SequenceSolver = Callable[[Graph, str], tuple[list[str], dict]]
+
+
+def joint_graph(graph: Graph) -> tuple[Graph, str]:
+    """The joint forward+backward graph of a training step, and its final node ``"end"``.
+
+    Forward nodes keep their ids, mem, cost and inputs. For each forward node v, ``"b:" + v``
+    (op ``"bwd"``) outputs the gradients w.r.t. v's inputs: mem = sum of their mem, cost =
+    2 * cost(v), inputs = ``graph[v].saved`` + ``"b:" + w`` for each consumer w of v (v's
+    gradient arrives from its consumers' backward nodes; a sink's gradient is the seed).
+    ``"end"`` (mem 0, cost 0) reads every backward node that nothing consumes, i.e. b:v for
+    each forward source v.
+    """
+    graph.validate()
+    clash = [v for v in graph.order if v == END or v.startswith(BWD_PREFIX)]
+    if clash:
+        raise ValueError(f"node id {clash[0]!r} collides with the joint graph's names "
+                         f"({END!r} and the {BWD_PREFIX!r} prefix): rename it")
+    j = Graph(name=f"{graph.name}:joint")
+    for v in graph.order:
+        n = graph[v]
+        j.add_node(v, n.mem, n.cost, n.inputs, op=n.op, bwd_uses=n.bwd_uses)
+    for v in reversed(graph.order):
+        n = graph[v]
+        grads_in = [BWD_PREFIX + w for w in graph.succ[v]]
+        j.add_node(BWD_PREFIX + v, graph.mem(n.inputs), 2 * n.cost, [*n.saved, *grads_in], op="bwd")
+    heads = [BWD_PREFIX + v for v in graph.order if not graph[v].inputs]
+    j.add_node(END, 0, 0, heads, op="end")
+    return j, END
+
+
+def joint_to_steps(sequence: Iterable[str]) -> list[Step]:
+    """Training steps of a joint-graph node sequence: v -> ("fwd", v), "b:v" -> ("bwd", v).
+
+    ``"end"`` is dropped. A training step back-propagates each node once, so when the sequence
+    evaluates a ``b:`` node again (a schedule-problem solver may rematerialize a gradient), only
+    its first evaluation is kept: the gradient then stays in memory until it is consumed, which
+    the simulator counts. The forward steps that fed a dropped repeat stay (wasted recompute).
+    """
+    steps: list[Step] = []
+    done: set[str] = set()
+    for v in sequence:
+        if v == END:
+            continue
+        if v.startswith(BWD_PREFIX):
+            if v not in done:
+                done.add(v)
+                steps.append(("bwd", v[len(BWD_PREFIX):]))
+        else:
+            steps.append(("fwd", v))
+    return steps
+
+
+# ---- shared by the schedule-problem solvers ----------------------------------------------------
+def resolve_final(graph: Graph, final: str | None) -> str:
+    """The final node f: ``final`` if given, else the last sink (as ``simulate_sequence``)."""
+    if final is None:
+        return graph.sinks[-1]
+    if final not in graph:
+        raise ValueError(f"final node {final!r} is not in graph {graph.name!r}: pass final=ID of one of its nodes")
+    return final
+
+
+def ancestors(graph: Graph, targets: Iterable[str]) -> set[str]:
+    """The targets and every node they need (seed 004 assumes all nodes are needed for f)."""
+    out: set[str] = set()
+    stack = list(targets)
+    while stack:
+        v = stack.pop()
+        if v not in out:
+            out.add(v)
+            stack.extend(graph[v].inputs)
+    return out
+
+
+def topological(graph: Graph, nodes: Iterable[str]) -> list[str]:
+    """``nodes`` in the graph's topological order (NoRemat's order)."""
+    keep = set(nodes)
+    return [v for v in graph.order if v in keep]
+
+
+def within(value: float, budget: float | None) -> bool:
+    return budget is None or value <= budget * (1 + 1e-9) + 1e-12
+
+
+def sequence_plan(graph: Graph, seq: list[str], final: str, solver: str, budget: float | None,
+                  started: float, **stats) -> Plan:
+    """Plan of the schedule problem: peak = M(σ) (seed 004 §2), recompute = repeated evaluations."""
+    sim = simulate_sequence(graph, seq, final)
+    return Plan(
+        solver=solver, budget=budget, feasible=within(sim.peak, budget), schedule=list(seq),
+        peak=sim.peak, recompute_cost=sim.recompute_cost,
+        solve_seconds=time.perf_counter() - started, problem="schedule",
+        stats={"final": final, "length": graph.cost(seq), "steps": len(seq), **stats},
+    )
+
+
+def training_plan(graph: Graph, budget: float | None, solver: str, sequencer: SequenceSolver,
+                  started: float) -> Plan:
+    """Training problem via the joint graph: sequence it, convert, simulate (plan.peak)."""
+    joint, end = joint_graph(graph)
+    seq, stats = sequencer(joint, end)
+    steps = joint_to_steps(seq)
+    sim = simulate_training(graph, steps)
+    joint_sim = simulate_sequence(joint, seq, end)
+    computed = Counter(u for k, u in steps if k == "fwd")
+    kept = [v for v in graph.order if computed[v] == 1]  # never recomputed
+    return Plan(
+        solver=solver, budget=budget, feasible=within(sim.peak, budget), schedule=steps, kept=kept,
+        peak=sim.peak, recompute_cost=sim.recompute_cost,
+        solve_seconds=time.perf_counter() - started, problem="training",
+        stats={"simulated_peak": sim.peak, "joint_peak": joint_sim.peak,
+               "joint_steps": len(seq), "joint_nodes": len(joint), **stats},
+    )

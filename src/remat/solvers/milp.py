@@ -1,0 +1,364 @@
+"""``milp``: the optimal rematerialization schedule as a mixed-integer program (the yardstick).
+
+Checkmate (Jain et al. 2020, §4) on the joint forward+backward graph, solved with HiGHS through
+``scipy.optimize.milp``. The joint graph is the one ``remat.joint`` describes: a backward node
+``b:v`` reads ``graph[v].saved`` and the backward nodes of v's consumers. It is read here straight
+from ``Graph.saved`` and ``Graph.succ``; memory is counted as ``remat.simulate`` counts it (an
+accumulated gradient of v, of size mem(v), from the first back-propagation of a consumer of v to
+v's own), not with the joint graph's per-node output sizes.
+
+Formulation. Each backward node is evaluated exactly once, so the stages are grouped by backward
+step: group g (g = 1..n) ends with the g-th backward step, and is preceded by ``runs`` forward runs
+(``forward_runs`` for the first group, i.e. the initial forward pass). A run computes forward
+values in the graph's topological order, each at most once. Variables:
+
+- ``B[g, v]`` binary: v is back-propagated in group g (a permutation; Checkmate fixes the order,
+  here it is free unless ``backward_order="fixed"``; only slots between v's earliest and latest
+  possible position exist). ``D[g, v] = Σ_{g'<=g} B[g', v]``: v done by the end of group g.
+- ``R[t, i]`` binary: forward value i is computed in stage t; ``S[t, i]`` binary: i is in memory
+  when stage t starts (Checkmate's R and S).
+- ``F[t, i, k]`` in [0, 1]: i is freed right after the fwd step of k (k = i or a consumer of i).
+  Only upper bounds restrict it (k computed, no later consumer computed in the stage, not read by
+  the stage's backward step, not kept into t+1), so at the optimum it equals the liveness of the
+  simulator, and any smaller value only over-counts memory.
+- ``U[t, k]`` memory during the fwd step of k in stage t, ``<= budget``; the backward step of each
+  group has its own row with the gradients live during it (``Gb``) instead of those between
+  backward steps (``Gs``); both are lower-bounded by the D's, exactly as the simulator allocates.
+
+Constraints: dependencies (R[t,j] <= R[t,i] + S[t,i] for an input i of j; a backward step needs
+its saved values), S[t+1,i] <= R[t,i] + S[t,i], a backward step after those of all consumers,
+every forward value computed at least once. Valid cuts that only remove useless work: a value
+is never kept and recomputed in one stage (S + R <= 1) and never touched after its own backward
+step (nothing needs it then). Objective: total forward compute, so recompute cost = objective -
+T(V).
+
+What "optimal" means. The optimum is over every schedule whose forward steps between two
+backward steps form at most ``runs`` runs in topological order (``forward_runs`` before the first
+backward step), with any backward order. With ``runs=1`` that class holds every schedule of the
+kept-set and canonical-strategy solvers except for the order of the initial forward pass, which
+``forward_runs`` widens. Within the class the memory model equals the simulator's, so a plan with
+status "optimal" has simulated peak <= budget and the least recompute cost the simulator can
+report for that class. Any schedule is in the class for large enough ``runs``.
+
+Tested against every other registered solver on random DAGs (never worse when optimal), hand-
+computed optima on chains, a diamond and a residual block, and the simulator (tests/test_milp.py).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import networkx as nx
+import numpy as np
+from scipy.optimize import Bounds, LinearConstraint, milp
+from scipy.sparse import coo_matrix
+
+from .. import schedule as lowering
+from ..graph import Graph
+from ..plan import Plan, Step
+from ..simulate import simulate_training
+from . import register
+from .common import within
+
+DEFAULT_TIME_LIMIT = 60.0
+
+
+# ---- a small sparse model builder -------------------------------------------------------------
+
+@dataclass
+class _Model:
+    """Variables (bounds, integrality, objective) and rows lo <= A x <= hi, in COO form."""
+
+    lb: list[float] = field(default_factory=list)
+    ub: list[float] = field(default_factory=list)
+    integer: list[int] = field(default_factory=list)
+    obj: list[float] = field(default_factory=list)
+    rows: list[int] = field(default_factory=list)
+    cols: list[int] = field(default_factory=list)
+    vals: list[float] = field(default_factory=list)
+    row_lo: list[float] = field(default_factory=list)
+    row_hi: list[float] = field(default_factory=list)
+
+    def var(self, lb: float = 0.0, ub: float = 1.0, integer: bool = True, obj: float = 0.0) -> int:
+        self.lb.append(lb)
+        self.ub.append(ub)
+        self.integer.append(int(integer))
+        self.obj.append(obj)
+        return len(self.lb) - 1
+
+    def row(self, terms: list[tuple[int, float]], lo: float = -np.inf, hi: float = np.inf) -> None:
+        """One constraint lo <= Σ coef·x <= hi; a constant term is passed as index -1."""
+        const = sum(c for i, c in terms if i < 0)
+        r = len(self.row_lo)
+        for i, c in terms:
+            if i >= 0 and c != 0:
+                self.rows.append(r)
+                self.cols.append(i)
+                self.vals.append(c)
+        self.row_lo.append(lo - const)
+        self.row_hi.append(hi - const)
+
+    def solve(self, time_limit: float, gap: float):
+        n = len(self.lb)
+        a = coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.row_lo), n)).tocsr()
+        return milp(np.asarray(self.obj), integrality=np.asarray(self.integer),
+                    bounds=Bounds(np.asarray(self.lb), np.asarray(self.ub)),
+                    constraints=LinearConstraint(a, np.asarray(self.row_lo), np.asarray(self.row_hi)),
+                    options={"time_limit": time_limit, "mip_rel_gap": gap, "disp": False})
+
+
+Terms = list[tuple[int, float]]
+ONE = (-1, 1.0)  # the constant 1 in a row's terms
+
+
+@dataclass
+class _Stage:
+    group: int          # which backward step this stage leads to
+    bwd: bool           # whether the stage ends with that backward step
+
+
+# ---- the formulation -------------------------------------------------------------------------
+
+class _Formulation:
+    """Builds the MILP for one graph and budget, and reads a solution back as steps."""
+
+    def __init__(self, graph: Graph, budget: float, runs: int, forward_runs: int, fixed_order: bool):
+        self.g = graph
+        self.order = list(graph.order)
+        self.n = n = len(self.order)
+        self.pos = {v: i for i, v in enumerate(self.order)}
+        self.inputs = [[self.pos[u] for u in graph[v].inputs] for v in self.order]
+        self.succ = [[self.pos[w] for w in graph.succ[v]] for v in self.order]
+        # readers[u]: backward nodes that read forward value u (b:v reads graph[v].saved)
+        self.readers: list[list[int]] = [[] for _ in range(n)]
+        for v in self.order:
+            for u in graph[v].saved:
+                self.readers[self.pos[u]].append(self.pos[v])
+        mems = np.array([graph[v].mem for v in self.order], dtype=float)
+        costs = np.array([graph[v].cost for v in self.order], dtype=float)
+        # scale to O(1) so that HiGHS's absolute tolerances mean the same on bytes and units
+        self.mscale = max(float(mems.max()), 1e-300) if mems.max() > 0 else 1.0
+        self.cscale = max(float(costs.max()), 1e-300) if costs.max() > 0 else 1.0
+        self.mem = mems / self.mscale
+        self.cost = costs / self.cscale
+        self.cap = budget / self.mscale
+        self.stages = [_Stage(g, r == k - 1) for g in range(n)
+                       for k in [forward_runs if g == 0 else runs] for r in range(k)]
+        self.window = self._windows(fixed_order)
+        self.m = _Model()
+        self._variables()
+        self._constraints()
+
+    def _windows(self, fixed: bool) -> list[range]:
+        """Backward slots each node can take: after all its descendants, before its ancestors."""
+        nxg = self.g.to_networkx()
+        out = []
+        for i, v in enumerate(self.order):
+            if fixed:
+                out.append(range(self.n - 1 - i, self.n - i))
+            else:
+                lo = len(nx.descendants(nxg, v))
+                out.append(range(lo, self.n - len(nx.ancestors(nxg, v))))
+        return out
+
+    # -- variables
+    def _variables(self) -> None:
+        m, n, T = self.m, self.n, len(self.stages)
+        self.B = {(g, i): m.var() for i in range(n) for g in self.window[i]}
+        self.R = [[m.var(obj=self.cost[i], ub=self._alive(t, i)) for i in range(n)] for t in range(T)]
+        self.S = [[m.var(ub=0.0 if t == 0 else self._alive(t, i)) for i in range(n)] for t in range(T)]
+        self.F = [{(i, k): m.var(integer=False) for i in range(n) for k in [i, *self.succ[i]]}
+                  for _ in range(T)]
+        self.U = [[m.var(lb=0.0, ub=self.cap, integer=False) for _ in range(n)] for _ in range(T)]
+        self.Gs = [[m.var(integer=False) for _ in range(n)] for _ in range(n)]
+        self.Gb = [[m.var(integer=False) for _ in range(n)] for _ in range(n)]
+
+    def _alive(self, t: int, i: int) -> float:
+        """Upper bound of R/S: 0 once i's backward step surely happened in an earlier group."""
+        return 0.0 if self.stages[t].group > self.window[i][-1] else 1.0
+
+    def done(self, g: int, i: int) -> Terms:
+        """D[g, i]: i back-propagated in group g or before (g = -1: nothing done yet)."""
+        w = self.window[i]
+        if g < w.start:
+            return []
+        if g >= w[-1]:
+            return [ONE]
+        return [(self.B[h, i], 1.0) for h in range(w.start, g + 1)]
+
+    def reads(self, g: int, u: int) -> Terms:
+        """1 if the backward step of group g reads forward value u."""
+        return [(self.B[g, v], 1.0) for v in self.readers[u] if (g, v) in self.B]
+
+    # -- constraints
+    def _constraints(self) -> None:
+        self._backward_order()
+        self._gradients()
+        for t in range(len(self.stages)):
+            self._stage(t)
+        for i in range(self.n):  # every forward value is computed at least once
+            self.m.row([(self.R[t][i], 1.0) for t in range(len(self.stages))], lo=1.0)
+
+    def _backward_order(self) -> None:
+        m, n = self.m, self.n
+        for g in range(n):
+            m.row([(self.B[g, i], 1.0) for i in range(n) if (g, i) in self.B], lo=1.0, hi=1.0)
+        for i in range(n):
+            m.row([(self.B[g, i], 1.0) for g in self.window[i]], lo=1.0, hi=1.0)
+        for u in range(n):  # b:u after b:w for every consumer w: D[g, u] <= D[g-1, w]
+            for w in self.succ[u]:
+                for g in range(self.window[u].start, self.window[w][-1] + 1):
+                    m.row(self.done(g, u) + _neg(self.done(g - 1, w)), hi=0.0)
+
+    def _gradients(self) -> None:
+        """Gs[g,u]: gradient of u live between backward steps g-1 and g; Gb[g,u]: during step g."""
+        m, n = self.m, self.n
+        for g in range(n):
+            for u in range(n):
+                if g == 0:
+                    m.ub[self.Gs[g][u]] = 0.0
+                for w in self.succ[u]:
+                    if g > 0:
+                        m.row([(self.Gs[g][u], 1.0)] + _neg(self.done(g - 1, w)) + self.done(g - 1, u), lo=0.0)
+                    m.row([(self.Gb[g][u], 1.0)] + _neg(self.done(g, w)) + self.done(g - 1, u), lo=0.0)
+                if (g, u) in self.B:
+                    m.row([(self.Gb[g][u], 1.0), (self.B[g, u], -1.0)], lo=0.0)
+
+    def _stage(self, t: int) -> None:
+        m, n, st = self.m, self.n, self.stages[t]
+        R, S, F, U = self.R[t], self.S[t], self.F[t], self.U[t]
+        nxt = self.S[t + 1] if t + 1 < len(self.stages) else None
+        for i in range(n):
+            m.row([(S[i], 1.0), (R[i], 1.0)], hi=1.0)
+            for j in self.succ[i]:
+                m.row([(R[j], 1.0), (R[i], -1.0), (S[i], -1.0)], hi=0.0)
+            if nxt is not None:
+                m.row([(nxt[i], 1.0), (R[i], -1.0), (S[i], -1.0)], hi=0.0)
+            if st.group > 0:  # nothing needs i once its backward step is done
+                d = self.done(st.group - 1, i)
+                m.row([(R[i], 1.0)] + d, hi=1.0)
+                m.row([(S[i], 1.0)] + d, hi=1.0)
+            if st.bwd:
+                m.row(self.reads(st.group, i) + [(R[i], -1.0), (S[i], -1.0)], hi=0.0)
+        for (i, k), f in F.items():
+            m.row([(f, 1.0), (R[k], -1.0)], hi=0.0)
+            for j in self.succ[i]:
+                if j > k:
+                    m.row([(f, 1.0), (R[j], 1.0)], hi=1.0)
+            if nxt is not None:
+                m.row([(f, 1.0), (nxt[i], 1.0)], hi=1.0)
+            if st.bwd:
+                m.row([(f, 1.0)] + self.reads(st.group, i), hi=1.0)
+        self._memory(t)
+
+    def _memory(self, t: int) -> None:
+        """U[t,k] = U[t,k-1] - freed after k-1 + mem(k)·R[t,k]; U[t,-1] = kept values + gradients."""
+        m, n, st = self.m, self.n, self.stages[t]
+        R, S, U = self.R[t], self.S[t], self.U[t]
+        frees_after: list[Terms] = [[] for _ in range(n)]
+        for (i, k), f in self.F[t].items():
+            frees_after[k].append((f, -self.mem[i]))
+        between = [(self.Gs[st.group][u], self.mem[u]) for u in range(n)]
+        start = [(S[i], self.mem[i]) for i in range(n)] + between
+        m.row([(U[0], 1.0), (R[0], -self.mem[0])] + _neg(start), lo=0.0, hi=0.0)
+        for k in range(1, n):
+            m.row([(U[k], 1.0), (U[k - 1], -1.0), (R[k], -self.mem[k])] + _neg(frees_after[k - 1]),
+                  lo=0.0, hi=0.0)
+        if st.bwd:  # during the backward step: values left after the last fwd, and its gradients
+            during = [(self.Gb[st.group][u], self.mem[u]) for u in range(n)]
+            m.row([(U[n - 1], 1.0)] + frees_after[n - 1] + _neg(between) + during, hi=self.cap)
+
+    # -- reading a solution back
+    def steps(self, x: np.ndarray) -> list[Step]:
+        on = lambda idx: x[idx] > 0.5  # noqa: E731
+        bwd_of = {g: i for (g, i), b in self.B.items() if on(b)}
+        out: list[Step] = []
+        for t, st in enumerate(self.stages):
+            present = []
+            for i in range(self.n):
+                if on(self.R[t][i]):
+                    out.append(("fwd", self.order[i]))
+                if on(self.R[t][i]) or on(self.S[t][i]):
+                    present.append(i)
+            if st.bwd:
+                out.append(("bwd", self.order[bwd_of[st.group]]))
+                kept = self.S[t + 1] if t + 1 < len(self.stages) else None
+                # explicit frees for the runtime; the simulator's liveness frees no later
+                out += [("free", self.order[i]) for i in present if kept is None or not on(kept[i])]
+        return out
+
+    def size(self) -> dict[str, int]:
+        return {"variables": len(self.m.lb), "integer_variables": int(sum(self.m.integer)),
+                "constraints": len(self.m.row_lo), "nonzeros": len(self.m.vals),
+                "stages": len(self.stages)}
+
+
+def _neg(terms: Terms) -> Terms:
+    return [(i, -c) for i, c in terms]
+
+
+# ---- the solver ------------------------------------------------------------------------------
+
+_STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible"}
+
+
+@register("milp")
+def solve(graph: Graph, budget: float | None = None, mode: str = "time",
+          time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
+          backward_order: str = "free", mip_rel_gap: float = 1e-6, **options) -> Plan:
+    """Optimal schedule by mixed-integer programming (Checkmate, HiGHS); small graphs.
+
+    ``time_limit`` (seconds) bounds HiGHS; ``plan.status`` is "optimal", "time_limit" (an
+    incumbent not proven optimal, or none: then feasible=False) or "infeasible". ``runs`` and
+    ``forward_runs`` widen the class of schedules searched (module docstring);
+    ``backward_order="fixed"`` back-propagates in reverse topological order (Checkmate's choice,
+    faster). ``mode`` does not change the program: milp always minimises recompute cost.
+    """
+    started = time.perf_counter()
+    _check_options(time_limit, runs, forward_runs, backward_order)
+    vanilla = lowering.vanilla(graph)
+    sim = simulate_training(graph, vanilla)
+    if within(sim.peak, budget):  # no recomputation at all: the least cost there is
+        return _plan(graph, vanilla, budget, started, mode, "optimal",
+                     "the vanilla step fits; nothing to recompute", {"shortcut": "vanilla"})
+    form = _Formulation(graph, float(budget), runs, forward_runs, backward_order == "fixed")
+    res = form.m.solve(max(time_limit - (time.perf_counter() - started), 0.01), mip_rel_gap)
+    stats = {**form.size(), "highs_status": res.status, "highs_message": res.message,
+             "runs": runs, "forward_runs": forward_runs, "backward_order": backward_order,
+             "mip_gap": getattr(res, "mip_gap", None), "mip_node_count": getattr(res, "mip_node_count", None),
+             "dual_bound": _unscale(getattr(res, "mip_dual_bound", None), form.cscale)}
+    status = _STATUS.get(res.status, "error")
+    if res.x is None:
+        msg = (f"HiGHS proved that no schedule of this class fits budget {budget:g}" if status == "infeasible"
+               else f"HiGHS found no schedule within {time_limit:g} s ({res.message})")
+        return Plan(solver="milp", budget=budget, feasible=False, mode=mode, status=status,
+                    message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
+    return _plan(graph, form.steps(res.x), budget, started, mode, status, "", stats)
+
+
+def _plan(graph: Graph, steps: list[Step], budget: float | None, started: float, mode: str,
+          status: str, message: str, stats: dict) -> Plan:
+    sim = simulate_training(graph, steps)
+    fits = within(sim.peak, budget)
+    if not fits:  # only HiGHS's tolerances could get here: say so rather than hide it
+        status, message = "error", f"the MILP schedule simulates to {sim.peak:g} > budget {budget:g}"
+    kept = [v for v in graph.order if sum(1 for s in steps if s == ("fwd", v)) == 1]
+    return Plan(solver="milp", budget=budget, feasible=fits, schedule=steps, kept=kept,
+                peak=sim.peak, recompute_cost=sim.recompute_cost,
+                solve_seconds=time.perf_counter() - started, mode=mode, status=status,
+                message=message, stats={"simulated_peak": sim.peak, **stats})
+
+
+def _unscale(x: float | None, scale: float) -> float | None:
+    return None if x is None else float(x) * scale
+
+
+def _check_options(time_limit: float, runs: int, forward_runs: int, backward_order: str) -> None:
+    if not time_limit > 0:
+        raise ValueError(f"milp: time_limit must be > 0 seconds, got {time_limit!r}")
+    for name, k in (("runs", runs), ("forward_runs", forward_runs)):
+        if not isinstance(k, int) or k < 1:
+            raise ValueError(f"milp: {name} must be an integer >= 1, got {k!r}")
+    if backward_order not in ("free", "fixed"):
+        raise ValueError(f"milp: backward_order must be 'free' or 'fixed', got {backward_order!r}")
