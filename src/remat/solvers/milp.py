@@ -28,9 +28,12 @@ values in the graph's topological order, each at most once. Variables:
 Constraints: dependencies (R[t,j] <= R[t,i] + S[t,i] for an input i of j; a backward step needs
 its saved values), S[t+1,i] <= R[t,i] + S[t,i], a backward step after those of all consumers,
 every forward value computed at least once. Valid cuts that only remove useless work: a value
-is never kept and recomputed in one stage (S + R <= 1) and never touched after its own backward
-step (nothing needs it then). Objective: total forward compute, so recompute cost = objective -
-T(V).
+is never kept and recomputed in one stage (S + R <= 1), never touched after its own backward
+step (nothing needs it then), and a copy computed or kept in a stage is used there or kept on.
+The backward-step memory rows are written over R, S, F directly, for HiGHS's knapsack cuts.
+Objective: total forward compute, so recompute cost = objective - T(V). Memory and cost are
+scaled to O(1) so HiGHS's absolute tolerances mean the same on bytes and on unit graphs.
+``min_peak`` is the same program with the peak as objective: milp's exact ``min_budget``.
 
 What "optimal" means. The optimum is over every schedule whose forward steps between two
 backward steps form at most ``runs`` runs in topological order (``forward_runs`` before the first
@@ -38,10 +41,17 @@ backward step), with any backward order. With ``runs=1`` that class holds every 
 kept-set and canonical-strategy solvers except for the order of the initial forward pass, which
 ``forward_runs`` widens. Within the class the memory model equals the simulator's, so a plan with
 status "optimal" has simulated peak <= budget and the least recompute cost the simulator can
-report for that class. Any schedule is in the class for large enough ``runs``.
+report for that class. Any schedule is in the class for large enough ``runs`` (one step a run).
 
-Tested against every other registered solver on random DAGs (never worse when optimal), hand-
-computed optima on chains, a diamond and a residual block, and the simulator (tests/test_milp.py).
+Limits. Like Checkmate's, the LP relaxation is weak when the budget is tight (it keeps fractions
+of values), so proofs take branching: chains of 40 nodes and most 20-node graphs are proven in
+seconds, while tight budgets on 40-node DAGs often end at the time limit with an incumbent and a
+proven lower bound (``stats["recompute_lower_bound"]``); bench/bench_milp.py measures this.
+
+Tested against an exhaustive search over all schedules (tests/test_milp.py: equal on graphs of
+up to 5 nodes, and min_budget equal to the least feasible budget), hand-computed optima on
+chains, every other registered solver on random DAGs (never worse when optimal), and the
+simulator.
 """
 
 from __future__ import annotations
@@ -123,7 +133,9 @@ class _Stage:
 class _Formulation:
     """Builds the MILP for one graph and budget, and reads a solution back as steps."""
 
-    def __init__(self, graph: Graph, budget: float, runs: int, forward_runs: int, fixed_order: bool):
+    def __init__(self, graph: Graph, budget: float | None, runs: int, forward_runs: int,
+                 fixed_order: bool):
+        """``budget=None`` builds the min-peak program instead: the objective is the peak."""
         self.g = graph
         self.order = list(graph.order)
         self.n = n = len(self.order)
@@ -142,7 +154,7 @@ class _Formulation:
         self.cscale = max(float(costs.max()), 1e-300) if costs.max() > 0 else 1.0
         self.mem = mems / self.mscale
         self.cost = costs / self.cscale
-        self.cap = budget / self.mscale
+        self.cap = None if budget is None else budget / self.mscale
         self.stages = [_Stage(g, r == k - 1) for g in range(n)
                        for k in [forward_runs if g == 0 else runs] for r in range(k)]
         self.window = self._windows(fixed_order)
@@ -170,7 +182,12 @@ class _Formulation:
         self.S = [[m.var(ub=0.0 if t == 0 else self._alive(t, i)) for i in range(n)] for t in range(T)]
         self.F = [{(i, k): m.var(integer=False) for i in range(n) for k in [i, *self.succ[i]]}
                   for _ in range(T)]
-        self.U = [[m.var(lb=0.0, ub=self.cap, integer=False) for _ in range(n)] for _ in range(T)]
+        self.peak = m.var(lb=0.0, ub=np.inf, integer=False, obj=1.0) if self.cap is None else None
+        if self.peak is not None:  # min-peak program: compute cost does not count
+            for t in range(T):
+                for i in range(n):
+                    m.obj[self.R[t][i]] = 0.0
+        self.U = [[m.var(lb=0.0, ub=np.inf, integer=False) for _ in range(n)] for _ in range(T)]
         self.Gs = [[m.var(integer=False) for _ in range(n)] for _ in range(n)]
         self.Gb = [[m.var(integer=False) for _ in range(n)] for _ in range(n)]
 
@@ -241,6 +258,13 @@ class _Formulation:
                 m.row([(S[i], 1.0)] + d, hi=1.0)
             if st.bwd:
                 m.row(self.reads(st.group, i) + [(R[i], -1.0), (S[i], -1.0)], hi=0.0)
+            self._useful(t, i)
+        for i in range(n):  # freed at most once, and only if present and not kept or read later
+            freed = [(F[i, k], 1.0) for k in [i, *self.succ[i]]]
+            present = [(R[i], -1.0), (S[i], -1.0)]
+            if nxt is not None:
+                m.row(freed + [(nxt[i], 1.0)] + present, hi=0.0)
+            m.row(freed + (self.reads(st.group, i) if st.bwd else []) + present, hi=0.0)
         for (i, k), f in F.items():
             m.row([(f, 1.0), (R[k], -1.0)], hi=0.0)
             for j in self.succ[i]:
@@ -251,6 +275,19 @@ class _Formulation:
             if st.bwd:
                 m.row([(f, 1.0)] + self.reads(st.group, i), hi=1.0)
         self._memory(t)
+
+    def _useful(self, t: int, i: int) -> None:
+        """Cuts: a value computed or kept in stage t is used there or kept on. Dropping a copy
+        that is neither only lowers memory, and it is never the only copy of a value that
+        something reads, since that reader needs a copy present in its own stage."""
+        if not self.succ[i] and not self.readers[i]:
+            return
+        st, R, S = self.stages[t], self.R[t], self.S[t]
+        uses = [(R[j], -1.0) for j in self.succ[i]] + (_neg(self.reads(st.group, i)) if st.bwd else [])
+        if t + 1 < len(self.stages):
+            uses.append((self.S[t + 1][i], -1.0))
+        self.m.row([(R[i], 1.0)] + uses, hi=0.0)
+        self.m.row([(S[i], 1.0)] + uses, hi=0.0)
 
     def _memory(self, t: int) -> None:
         """U[t,k] = U[t,k-1] - freed after k-1 + mem(k)·R[t,k]; U[t,-1] = kept values + gradients."""
@@ -265,9 +302,23 @@ class _Formulation:
         for k in range(1, n):
             m.row([(U[k], 1.0), (U[k - 1], -1.0), (R[k], -self.mem[k])] + _neg(frees_after[k - 1]),
                   lo=0.0, hi=0.0)
+        for k in range(n):
+            if self.peak is None:
+                m.ub[U[k]] = self.cap
+            elif m.ub[R[k]] > 0:  # where nothing is computed, memory only went down since
+                m.row([(U[k], 1.0), (self.peak, -1.0)], hi=0.0)
         if st.bwd:  # during the backward step: values left after the last fwd, and its gradients
+            # written out over R, S, F rather than through U, so that HiGHS's knapsack cuts see it
             during = [(self.Gb[st.group][u], self.mem[u]) for u in range(n)]
-            m.row([(U[n - 1], 1.0)] + frees_after[n - 1] + _neg(between) + during, hi=self.cap)
+            present = [(x[i], self.mem[i]) for x in (R, S) for i in range(n)]
+            freed = [term for terms in frees_after for term in terms]
+            self._at_most_budget(present + freed + during)
+
+    def _at_most_budget(self, terms: Terms) -> None:
+        if self.peak is None:
+            self.m.row(terms, hi=self.cap)
+        else:
+            self.m.row(terms + [(self.peak, -1.0)], hi=0.0)
 
     # -- reading a solution back
     def steps(self, x: np.ndarray) -> list[Step]:
@@ -303,7 +354,17 @@ def _neg(terms: Terms) -> Terms:
 _STATUS = {0: "optimal", 1: "time_limit", 2: "infeasible"}
 
 
-@register("milp")
+def _run(form: _Formulation, time_limit: float, gap: float, options: dict) -> tuple[str, object, dict]:
+    """Solve a built program; HiGHS's status in our words, the result, and what it reported."""
+    res = form.m.solve(time_limit, gap)
+    bound = getattr(res, "mip_dual_bound", None)
+    stats = {**form.size(), **options, "highs_status": res.status, "highs_message": res.message,
+             "mip_gap": getattr(res, "mip_gap", None), "mip_node_count": getattr(res, "mip_node_count", None),
+             "highs_dual_bound": bound}
+    return _STATUS.get(res.status, "error"), res, stats
+
+
+@register("milp", min_budget=lambda g, **o: min_peak(g, **o).peak)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
           backward_order: str = "free", mip_rel_gap: float = 1e-6, **options) -> Plan:
@@ -313,28 +374,49 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     incumbent not proven optimal, or none: then feasible=False) or "infeasible". ``runs`` and
     ``forward_runs`` widen the class of schedules searched (module docstring);
     ``backward_order="fixed"`` back-propagates in reverse topological order (Checkmate's choice,
-    faster). ``mode`` does not change the program: milp always minimises recompute cost.
+    faster). ``mode`` does not change the program: milp always minimises recompute cost, and
+    ``stats["recompute_lower_bound"]`` is HiGHS's proven bound on it.
     """
     started = time.perf_counter()
     _check_options(time_limit, runs, forward_runs, backward_order)
     vanilla = lowering.vanilla(graph)
-    sim = simulate_training(graph, vanilla)
-    if within(sim.peak, budget):  # no recomputation at all: the least cost there is
+    if within(simulate_training(graph, vanilla).peak, budget):  # nothing to recompute: least cost
         return _plan(graph, vanilla, budget, started, mode, "optimal",
                      "the vanilla step fits; nothing to recompute", {"shortcut": "vanilla"})
     form = _Formulation(graph, float(budget), runs, forward_runs, backward_order == "fixed")
-    res = form.m.solve(max(time_limit - (time.perf_counter() - started), 0.01), mip_rel_gap)
-    stats = {**form.size(), "highs_status": res.status, "highs_message": res.message,
-             "runs": runs, "forward_runs": forward_runs, "backward_order": backward_order,
-             "mip_gap": getattr(res, "mip_gap", None), "mip_node_count": getattr(res, "mip_node_count", None),
-             "dual_bound": _unscale(getattr(res, "mip_dual_bound", None), form.cscale)}
-    status = _STATUS.get(res.status, "error")
+    left = max(time_limit - (time.perf_counter() - started), 0.01)
+    status, res, stats = _run(form, left, mip_rel_gap, {"runs": runs, "forward_runs": forward_runs,
+                                                        "backward_order": backward_order})
+    if stats["highs_dual_bound"] is not None:
+        stats["recompute_lower_bound"] = max(stats["highs_dual_bound"] * form.cscale - graph.total_cost(), 0.0)
     if res.x is None:
-        msg = (f"HiGHS proved that no schedule of this class fits budget {budget:g}" if status == "infeasible"
-               else f"HiGHS found no schedule within {time_limit:g} s ({res.message})")
+        msg = (f"no schedule of milp's class fits budget {budget:g} (proved by HiGHS); "
+               f"remat.min_budget(graph, solver='milp') gives the least that does"
+               if status == "infeasible" else f"HiGHS found no schedule within {time_limit:g} s ({res.message})")
         return Plan(solver="milp", budget=budget, feasible=False, mode=mode, status=status,
                     message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
     return _plan(graph, form.steps(res.x), budget, started, mode, status, "", stats)
+
+
+def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
+             backward_order: str = "free", **options) -> Plan:
+    """The schedule of least simulated peak (recompute cost ignored): milp's ``min_budget``.
+
+    Same program with the budget as the objective. ``plan.peak`` is exact when
+    ``plan.status == "optimal"``; after a time limit it is the best peak found (feasible, maybe
+    not least).
+    """
+    started = time.perf_counter()
+    _check_options(time_limit, runs, forward_runs, backward_order)
+    form = _Formulation(graph, None, runs, forward_runs, backward_order == "fixed")
+    status, res, stats = _run(form, time_limit, 1e-9, {"runs": runs, "forward_runs": forward_runs,
+                                                       "backward_order": backward_order})
+    if res.x is None:
+        raise RuntimeError(f"milp found no schedule of {graph.name!r} within {time_limit:g} s: "
+                           f"raise time_limit ({res.message})")
+    steps = form.steps(res.x)
+    peak = simulate_training(graph, steps).peak
+    return _plan(graph, steps, peak, started, "memory", status, "least peak", stats)
 
 
 def _plan(graph: Graph, steps: list[Step], budget: float | None, started: float, mode: str,
@@ -348,10 +430,6 @@ def _plan(graph: Graph, steps: list[Step], budget: float | None, started: float,
                 peak=sim.peak, recompute_cost=sim.recompute_cost,
                 solve_seconds=time.perf_counter() - started, mode=mode, status=status,
                 message=message, stats={"simulated_peak": sim.peak, **stats})
-
-
-def _unscale(x: float | None, scale: float) -> float | None:
-    return None if x is None else float(x) * scale
 
 
 def _check_options(time_limit: float, runs: int, forward_runs: int, backward_order: str) -> None:

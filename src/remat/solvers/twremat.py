@@ -63,46 +63,57 @@ def undirected(graph: Graph, nodes: set[str] | None = None) -> dict[str, set[str
     return adj
 
 
-def _fill_in(adj: dict[str, set[str]], v: str) -> int:
-    """Edges needed to make v's neighbourhood a clique."""
-    nbrs = adj[v]
-    return sum(len(nbrs - adj[u]) - 1 for u in nbrs) // 2
+def _triangles(adj: dict[str, set[str]]) -> dict[str, int]:
+    """Edges among each node's neighbours: fill-in(v) = C(deg v, 2) - triangles(v)."""
+    return {v: sum(len(ns & adj[u]) for u in ns) // 2 for v, ns in adj.items()}
 
 
 def min_fill_in(adj: dict[str, set[str]]) -> tuple[list[tuple[str, frozenset[str]]], frozenset[str]]:
     """Elimination by minimum fill-in: [(node, its neighbours when eliminated)], remaining clique.
 
     Ties go to the lower degree, then to the earlier node of ``adj``; elimination stops when
-    the remaining graph is complete, all as in networkx's ``treewidth_decomp``.
+    the remaining graph is complete, all as in networkx's ``treewidth_decomp``. Fill-ins are
+    kept up to date through triangle counts, so an elimination costs about (fill edges added) x
+    (their common neighbours), not a rescan of every node.
     """
     adj = {v: set(ns) for v, ns in adj.items()}
     pos = {v: i for i, v in enumerate(adj)}
-    key = {v: (_fill_in(adj, v), len(adj[v])) for v in adj}
-    heap = [(*key[v], pos[v], v) for v in adj]
+    tri = _triangles(adj)
+
+    def key(v: str) -> tuple[int, int]:
+        d = len(adj[v])
+        return d * (d - 1) // 2 - tri[v], d
+
+    heap = [(*key(v), pos[v], v) for v in adj]
     heapq.heapify(heap)
     edges = sum(len(ns) for ns in adj.values()) // 2
     eliminated: list[tuple[str, frozenset[str]]] = []
     while adj and edges != len(adj) * (len(adj) - 1) // 2:
         fill, deg, _, v = heapq.heappop(heap)
-        if v not in adj or key[v] != (fill, deg):
+        if v not in adj or key(v) != (fill, deg):
             continue  # a stale entry
         nbrs = adj.pop(v)
-        added = 0
-        for u in nbrs:
-            adj[u].discard(v)
-            new = nbrs - adj[u] - {u}
-            adj[u] |= new
-            added += len(new)
-        edges += added // 2 - len(nbrs)  # each fill edge was added from both ends
         eliminated.append((v, frozenset(nbrs)))
         touched = set(nbrs)
-        for u in nbrs:
-            touched |= adj[u]
+        for x in nbrs:  # drop v: its triangles with x go
+            adj[x].discard(v)
+            tri[x] -= len(adj[x] & nbrs)
+        edges -= len(nbrs)
+        listed = list(nbrs)
+        for i, a in enumerate(listed):  # make the neighbourhood a clique
+            for b in listed[i + 1:]:
+                if b not in adj[a]:
+                    common = adj[a] & adj[b]
+                    tri[a] += len(common)
+                    tri[b] += len(common)
+                    for c in common:
+                        tri[c] += 1
+                    touched |= common
+                    adj[a].add(b)
+                    adj[b].add(a)
+                    edges += 1
         for u in touched:
-            k = (_fill_in(adj, u), len(adj[u]))
-            if k != key[u]:
-                key[u] = k
-                heapq.heappush(heap, (*k, pos[u], u))
+            heapq.heappush(heap, (*key(u), pos[u], u))
     return eliminated, frozenset(adj)
 
 

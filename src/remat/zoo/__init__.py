@@ -124,7 +124,11 @@ def build(name: str, batch: int | None = None, *, device: str | torch.device = "
     if sp.size_option:
         options["image_size"] = size
     device = torch.device(device)
-    with torch.random.fork_rng(devices=[]), device:
+    # Fork only the generator that will be used, so seeding leaves every global RNG as it was.
+    cuda = []
+    if device.type == "cuda":
+        cuda = [device.index if device.index is not None else torch.cuda.current_device()]
+    with torch.random.fork_rng(devices=cuda), device:
         torch.manual_seed(seed)
         model = sp.factory(**options).to(dtype=dtype)
         inputs = _inputs(sp, model, batch, size, dtype, device)

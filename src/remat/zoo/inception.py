@@ -14,53 +14,61 @@ from torch import nn
 
 
 class BasicConv2d(nn.Module):
-    """conv (no bias) - BN (eps 1e-3) - ReLU, the unit of both nets."""
+    """conv (no bias) - BN (eps 1e-3) - ReLU, the unit of both nets; ``bn=False`` gives the
+    original GoogLeNet's conv (with bias) - ReLU."""
 
-    def __init__(self, cin: int, cout: int, kernel_size, stride=1, padding=0) -> None:
+    def __init__(self, cin: int, cout: int, kernel_size, stride=1, padding=0, bn: bool = True) -> None:
         super().__init__()
-        self.conv = nn.Conv2d(cin, cout, kernel_size, stride=stride, padding=padding, bias=False)
-        self.bn = nn.BatchNorm2d(cout, eps=0.001)
+        self.conv = nn.Conv2d(cin, cout, kernel_size, stride=stride, padding=padding, bias=not bn)
+        self.bn = nn.BatchNorm2d(cout, eps=0.001) if bn else None
         self.relu = nn.ReLU()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.relu(self.bn(self.conv(x)))
+        x = self.conv(x)
+        return self.relu(x if self.bn is None else self.bn(x))
 
 
 # ---- GoogLeNet -------------------------------------------------------------------------------
 
 
 class GoogLeNetInception(nn.Module):
-    def __init__(self, cin: int, ch1: int, ch3red: int, ch3: int, ch5red: int, ch5: int, proj: int) -> None:
+    def __init__(self, cin: int, ch1: int, ch3red: int, ch3: int, ch5red: int, ch5: int, proj: int,
+                 bn: bool = True) -> None:
         super().__init__()
-        self.branch1 = BasicConv2d(cin, ch1, 1)
-        self.branch2 = nn.Sequential(BasicConv2d(cin, ch3red, 1), BasicConv2d(ch3red, ch3, 3, padding=1))
-        self.branch3 = nn.Sequential(BasicConv2d(cin, ch5red, 1), BasicConv2d(ch5red, ch5, 3, padding=1))
+        self.branch1 = BasicConv2d(cin, ch1, 1, bn=bn)
+        self.branch2 = nn.Sequential(BasicConv2d(cin, ch3red, 1, bn=bn),
+                                     BasicConv2d(ch3red, ch3, 3, padding=1, bn=bn))
+        self.branch3 = nn.Sequential(BasicConv2d(cin, ch5red, 1, bn=bn),
+                                     BasicConv2d(ch5red, ch5, 3, padding=1, bn=bn))
         self.branch4 = nn.Sequential(nn.MaxPool2d(3, stride=1, padding=1, ceil_mode=True),
-                                     BasicConv2d(cin, proj, 1))
+                                     BasicConv2d(cin, proj, 1, bn=bn))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.cat([self.branch1(x), self.branch2(x), self.branch3(x), self.branch4(x)], 1)
 
 
 class GoogLeNet(nn.Module):
-    def __init__(self, num_classes: int = 1000, dropout: float = 0.2) -> None:
+    """``bn=False`` drops the batch norms (convolutions get biases): the 2015 paper's net, closer
+    to the graph behind seed 000's #V = 134 than torchvision's batch-normalised one."""
+
+    def __init__(self, num_classes: int = 1000, dropout: float = 0.2, bn: bool = True) -> None:
         super().__init__()
-        self.conv1 = BasicConv2d(3, 64, 7, stride=2, padding=3)
+        self.conv1 = BasicConv2d(3, 64, 7, stride=2, padding=3, bn=bn)
         self.maxpool1 = nn.MaxPool2d(3, stride=2, ceil_mode=True)
-        self.conv2 = BasicConv2d(64, 64, 1)
-        self.conv3 = BasicConv2d(64, 192, 3, padding=1)
+        self.conv2 = BasicConv2d(64, 64, 1, bn=bn)
+        self.conv3 = BasicConv2d(64, 192, 3, padding=1, bn=bn)
         self.maxpool2 = nn.MaxPool2d(3, stride=2, ceil_mode=True)
-        self.inception3a = GoogLeNetInception(192, 64, 96, 128, 16, 32, 32)
-        self.inception3b = GoogLeNetInception(256, 128, 128, 192, 32, 96, 64)
+        self.inception3a = GoogLeNetInception(192, 64, 96, 128, 16, 32, 32, bn=bn)
+        self.inception3b = GoogLeNetInception(256, 128, 128, 192, 32, 96, 64, bn=bn)
         self.maxpool3 = nn.MaxPool2d(3, stride=2, ceil_mode=True)
-        self.inception4a = GoogLeNetInception(480, 192, 96, 208, 16, 48, 64)
-        self.inception4b = GoogLeNetInception(512, 160, 112, 224, 24, 64, 64)
-        self.inception4c = GoogLeNetInception(512, 128, 128, 256, 24, 64, 64)
-        self.inception4d = GoogLeNetInception(512, 112, 144, 288, 32, 64, 64)
-        self.inception4e = GoogLeNetInception(528, 256, 160, 320, 32, 128, 128)
+        self.inception4a = GoogLeNetInception(480, 192, 96, 208, 16, 48, 64, bn=bn)
+        self.inception4b = GoogLeNetInception(512, 160, 112, 224, 24, 64, 64, bn=bn)
+        self.inception4c = GoogLeNetInception(512, 128, 128, 256, 24, 64, 64, bn=bn)
+        self.inception4d = GoogLeNetInception(512, 112, 144, 288, 32, 64, 64, bn=bn)
+        self.inception4e = GoogLeNetInception(528, 256, 160, 320, 32, 128, 128, bn=bn)
         self.maxpool4 = nn.MaxPool2d(2, stride=2, ceil_mode=True)
-        self.inception5a = GoogLeNetInception(832, 256, 160, 320, 32, 128, 128)
-        self.inception5b = GoogLeNetInception(832, 384, 192, 384, 48, 128, 128)
+        self.inception5a = GoogLeNetInception(832, 256, 160, 320, 32, 128, 128, bn=bn)
+        self.inception5b = GoogLeNetInception(832, 384, 192, 384, 48, 128, 128, bn=bn)
         self.avgpool = nn.AdaptiveAvgPool2d((1, 1))
         self.dropout = nn.Dropout(dropout)
         self.fc = nn.Linear(1024, num_classes)

@@ -1,0 +1,219 @@
+"""MEASURED tables of the suite: real training steps on this machine's CPU.
+
+- ``table1_measured``: seed 000 Table 1's methods executed with ``remat.optimize`` on the real
+  zoo model, at a batch and image size this CPU runs quickly (the suite says which). Each row
+  has the predicted peak (``remat.simulate`` on the captured graph at the same size), the
+  measured peak by CPU live-storage tracking (``remat.measure``) and by the profiler method
+  (``steps.profiler_peak``), and the step time as a ratio to the vanilla step of the same run
+  (round-robin over all methods, median of per-round ratios, DESIGN.md's protocol).
+- ``tradeoff_measured``: remat's solvers over a budget sweep and the peers (``peers.py``:
+  per-block checkpointing, torch.compile's activation_memory_budget) in one run, all measured
+  with the profiler method, since torch.compile cannot be measured under a dispatch mode.
+
+The pieces this uses (zoo, capture, optimize, measure) come in a ``Tools`` value, so tests
+substitute small fakes; a missing piece turns the affected figures into rows that say so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+from torch import nn
+
+from . import peers
+from .steps import Step, interleave, profiler_peak, storage_peak, time_ratios, train_step
+from .tables import Method, Progress, _quiet
+
+MEASURED_METHODS = (
+    Method("vanilla", "none", minimal=False),
+    Method("chen", "chen-greedy", minimal=False),
+    Method("reforward", "reforward", minimal=False),
+    Method("approx-tc", "dp-approx", "time"),
+    Method("approx-mc", "dp-approx", "memory"),
+)
+
+
+@dataclass(frozen=True)
+class Tools:
+    """The library pieces measured runs need; ``None`` where a piece is not available."""
+
+    build: Callable[..., tuple[nn.Module, tuple]]
+    loss: Callable[[Any], Any]
+    optimize: Callable[..., nn.Module] | None = None
+    measure: Callable[..., Any] | None = None
+    capture: Callable[..., Any] | None = None
+    min_budget: Callable[..., float] | None = None
+    predict: Callable[..., float] | None = None  # (graph, budget, solver, mode) -> simulated peak
+
+    @classmethod
+    def default(cls) -> "Tools":
+        import remat
+        from remat import zoo
+
+        def predict(graph: Any, budget: float | None, solver: str, mode: str) -> float:
+            return remat.simulate(graph, remat.solve(graph, budget, solver=solver, mode=mode)).peak
+
+        return cls(build=zoo.build, loss=zoo.loss, optimize=_library("optimize"),
+                   measure=_library("measure"), capture=_library("capture"),
+                   min_budget=remat.min_budget, predict=predict)
+
+    def missing(self) -> list[str]:
+        return [n for n in ("optimize", "capture") if getattr(self, n) is None]
+
+
+def _library(name: str) -> Callable[..., Any] | None:
+    """``remat.<name>``, or the function ``<name>`` of module ``remat.<name>``; None if absent."""
+    import importlib
+    import types
+
+    import remat
+
+    found = getattr(remat, name, None)
+    if found is None:
+        try:
+            found = importlib.import_module(f"remat.{name}")
+        except ImportError:
+            return None
+    if isinstance(found, types.ModuleType):
+        found = getattr(found, name, None)
+    return found if callable(found) else None
+
+
+@dataclass(frozen=True)
+class Size:
+    """Where a measured run is taken: batch and (for image nets) the image side."""
+
+    batch: int
+    image_size: int | None = None
+
+    def build_options(self) -> dict[str, Any]:
+        return {"batch": self.batch, **({"image_size": self.image_size} if self.image_size else {})}
+
+
+@dataclass(frozen=True)
+class Timing:
+    repeats: int = 5
+    warmup: int = 1
+
+
+def _optimized(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m: Method) -> tuple[nn.Module, Any]:
+    """The optimized module of method ``m`` and the budget it was planned for (bytes or None)."""
+    budget = tools.min_budget(graph, solver=m.solver, mode="time") if m.minimal else None
+    return tools.optimize(model, inputs, budget=budget, solver=m.solver, mode=m.mode), budget
+
+
+def table1_measured(networks: Iterable[str], sizes: dict[str, Size], tools: Tools,
+                    methods: Iterable[Method] = MEASURED_METHODS, timing: Timing = Timing(),
+                    progress: Progress = _quiet) -> list[dict[str, Any]]:
+    """Seed 000 Table 1's methods, run for real; one row per (network, method)."""
+    missing = tools.missing()
+    rows: list[dict[str, Any]] = []
+    for net in networks:
+        size = sizes[net]
+        label = {"network": net, "batch": size.batch, "image_size": size.image_size}
+        if missing:
+            rows.append({**label, "method": "all", "status": "unavailable",
+                         "message": f"remat.{', remat.'.join(missing)} not available"})
+            continue
+        progress(f"table 1 (measured): {net} build and capture")
+        model, inputs = tools.build(net, **size.build_options())
+        graph = tools.capture(model, inputs)
+        steps: dict[str, Step] = {}
+        for m in methods:
+            progress(f"table 1 (measured): {net} {m.label}")
+            rows.append({**label, **_measure_method(tools, model, inputs, graph, m, steps)})
+        progress(f"table 1 (measured): {net} timing {len(steps)} methods round-robin")
+        _attach_times(rows, steps, net, timing)
+    return rows
+
+
+def _measure_method(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m: Method,
+                    steps: dict[str, Step]) -> dict[str, Any]:
+    row: dict[str, Any] = {"method": m.label, "solver": m.solver, "mode": m.mode}
+    try:
+        if m.solver == "none":
+            module, budget = model, None
+        else:
+            module, budget = _optimized(tools, model, inputs, graph, m)
+        step = train_step(module, inputs, tools.loss)
+        row.update(budget=budget, predicted_peak=tools.predict(graph, budget, m.solver, m.mode),
+                   profiler_peak=profiler_peak(step, warmup=True), status="ok")
+        if tools.measure is not None:
+            row["storage_peak"] = storage_peak(tools.measure, module, inputs, tools.loss)
+    except Exception as e:  # one method failing must not lose the others' figures
+        return {**row, "status": "failed", "message": f"{type(e).__name__}: {e}"}
+    steps[m.label] = step
+    return row
+
+
+def _attach_times(rows: list[dict[str, Any]], steps: dict[str, Step], net: str, timing: Timing) -> None:
+    """Ratios to vanilla and reductions for the rows of ``net`` (reference: method 'vanilla')."""
+    mine = [r for r in rows if r.get("network") == net and r.get("status") == "ok"]
+    ref = next((r for r in mine if r["solver"] == "none"), None)
+    if ref is None or "vanilla" not in steps:
+        return
+    times = interleave(steps, repeats=timing.repeats, warmup=timing.warmup)
+    ratios = time_ratios(times, "vanilla")
+    for r in mine:
+        key = r["method"]
+        r["step_seconds_median"] = sorted(times[key])[len(times[key]) // 2]
+        r["time_ratio"] = ratios[key]
+        for kind in ("profiler_peak", "storage_peak", "predicted_peak"):
+            if r.get(kind) is not None and ref.get(kind):
+                r[f"reduction_{kind.removesuffix('_peak')}"] = 1.0 - r[kind] / ref[kind]
+
+
+def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable[str],
+                      fractions: Iterable[float], compile_budgets: Iterable[float],
+                      timing: Timing = Timing(), progress: Progress = _quiet) -> list[dict[str, Any]]:
+    """Memory vs time of remat's solvers and the peers, all measured in one run (profiler)."""
+    model, inputs = tools.build(net, **size.build_options())
+    label = {"network": net, "batch": size.batch, "image_size": size.image_size}
+    rows: list[dict[str, Any]] = []
+    steps: dict[str, Step] = {"vanilla": train_step(model, inputs, tools.loss)}
+    rows.append({**label, "method": "vanilla", "kind": "vanilla", "status": "ok"})
+    # The compiled peers first: nothing else has run a dispatch mode in this network's run yet.
+    for b in compile_budgets:
+        name = f"torch.compile budget {b:g}"
+        progress(f"trade-off (measured): {net} {name}")
+        rows.append(_peer(rows, steps, {**label, "method": name, "kind": "peer", "budget": b},
+                          lambda b=b: peers.compiled_step(model, inputs, tools.loss, b)))
+    progress(f"trade-off (measured): {net} per-block checkpoint")
+    rows.append(_peer(rows, steps, {**label, "method": "checkpoint per block", "kind": "peer"},
+                      lambda: _checkpoint_step(model, inputs, tools)))
+    for solver in solver_names if not tools.missing() else ():
+        for f in fractions:
+            name = f"{solver} {f:.0%}"
+            progress(f"trade-off (measured): {net} {name}")
+            rows.append(_peer(rows, steps, {**label, "method": name, "kind": "remat", "solver": solver,
+                                            "fraction": f},
+                              lambda s=solver, f=f: (train_step(
+                                  tools.optimize(model, inputs, budget=f"{round(f * 100)}%", solver=s),
+                                  inputs, tools.loss), {})))
+    if tools.missing():
+        rows.append({**label, "method": "remat solvers", "kind": "remat", "status": "unavailable",
+                     "message": f"remat.{', remat.'.join(tools.missing())} not available"})
+    progress(f"trade-off (measured): {net} profiler peaks and round-robin timing of {len(steps)} steps")
+    peaks = {name: profiler_peak(step, warmup=True) for name, step in steps.items()}
+    ratios = time_ratios(interleave(steps, repeats=timing.repeats, warmup=timing.warmup), "vanilla")
+    for r in rows:
+        if r.get("status") == "ok":
+            r.update(profiler_peak=peaks[r["method"]], memory_ratio=peaks[r["method"]] / peaks["vanilla"],
+                     time_ratio=ratios[r["method"]])
+    return rows
+
+
+def _checkpoint_step(model: nn.Module, inputs: tuple, tools: Tools) -> tuple[Step, dict[str, Any]]:
+    wrapped, blocks = peers.checkpoint_blocks(model)
+    return train_step(wrapped, inputs, tools.loss), {"blocks": blocks}
+
+
+def _peer(rows: list, steps: dict[str, Step], row: dict[str, Any],
+          make: Callable[[], tuple[Step, dict[str, Any]]]) -> dict[str, Any]:
+    try:
+        step, info = make()
+    except Exception as e:
+        return {**row, "status": "failed", "message": f"{type(e).__name__}: {e}"}
+    steps[row["method"]] = step
+    return {**row, **info, "status": "ok"}

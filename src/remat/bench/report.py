@@ -1,0 +1,173 @@
+"""The Markdown report of a suite run: a headline table, every section's table, links to plots.
+
+``headline`` condenses the sections into one row per network: the vanilla peak and the best
+remat plan's memory reduction and time ratio, predicted (paper batch, simulated liveness) and,
+where the network was also run, measured (profiler method, the run's batch and image size).
+Every table says whether its figures are predicted or measured, and how.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+Rows = list[dict[str, Any]]
+GIB, MIB = 2**30, 2**20
+
+
+def _fmt(x: Any, scale: float = 1.0, pct: bool = False, digits: int = 2) -> str:
+    if x is None:
+        return "-"
+    if isinstance(x, bool) or not isinstance(x, (int, float)):
+        return str(x)
+    if isinstance(x, int) and scale == 1.0 and not pct:
+        return str(x)
+    if pct:
+        return f"{100 * x:.0f}%"
+    return f"{x / scale:.{digits}f}"
+
+
+def md_table(columns: list[str], rows: Iterable[Iterable[Any]]) -> str:
+    lines = ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns)]
+    lines += ["| " + " | ".join(str(c) for c in r) + " |" for r in rows]
+    return "\n".join(lines)
+
+
+def _best(rows: Rows, peak: str) -> dict[str, Any] | None:
+    plans = [r for r in rows if r.get("status") == "ok" and r.get("solver") != "none" and r.get(peak) is not None]
+    return min(plans, key=lambda r: r[peak], default=None)
+
+
+def headline(sections: dict[str, Rows]) -> Rows:
+    """One row per network: vanilla and the best plan, predicted and measured."""
+    pred = sections.get("table1_predicted", [])
+    meas = sections.get("table1_measured", [])
+    out = []
+    for net in dict.fromkeys(r["network"] for r in pred + meas):
+        row: dict[str, Any] = {"network": net}
+        mine = [r for r in pred if r["network"] == net]
+        best = _best(mine, "simulated_peak")
+        if best:
+            row.update(predicted_batch=best.get("batch"), predicted_vanilla=best["vanilla_peak"],
+                       predicted_best=best["method"], predicted_reduction=best["reduction"],
+                       predicted_time_ratio=best["time_ratio"])
+        mine = [r for r in meas if r["network"] == net]
+        vanilla = next((r for r in mine if r.get("solver") == "none" and r.get("status") == "ok"), None)
+        best = _best(mine, "profiler_peak")
+        tc = next((r for r in mine if r.get("method") == "approx-tc" and r.get("status") == "ok"), None)
+        if vanilla and best:
+            row.update(measured_size=f"batch {vanilla['batch']}, {vanilla.get('image_size') or '-'} px",
+                       measured_vanilla=vanilla["profiler_peak"], measured_best=best["method"],
+                       measured_reduction=best.get("reduction_profiler"), measured_time_ratio=best.get("time_ratio"),
+                       tc_time_ratio=tc.get("time_ratio") if tc else None,
+                       tc_reduction=tc.get("reduction_profiler") if tc else None)
+        out.append(row)
+    return out
+
+
+def _headline_md(rows: Rows) -> str:
+    return md_table(
+        ["network", "paper batch", "vanilla (pred.)", "best plan (pred.)", "reduction (pred.)",
+         "time ratio (pred.)", "measured at", "vanilla (meas.)", "best (meas.)", "reduction (meas.)",
+         "time-centric: reduction / time ratio (meas.)"],
+        [[r["network"], _fmt(r.get("predicted_batch")), _fmt(r.get("predicted_vanilla"), GIB) + " GiB",
+          _fmt(r.get("predicted_best")), _fmt(r.get("predicted_reduction"), pct=True),
+          _fmt(r.get("predicted_time_ratio")), _fmt(r.get("measured_size")),
+          _fmt(r.get("measured_vanilla"), MIB, digits=1) + " MiB" if r.get("measured_vanilla") else "-",
+          _fmt(r.get("measured_best")), _fmt(r.get("measured_reduction"), pct=True),
+          f"{_fmt(r.get('tc_reduction'), pct=True)} / {_fmt(r.get('tc_time_ratio'))}"] for r in rows])
+
+
+def _status(r: dict[str, Any]) -> str:
+    return "" if r.get("status") == "ok" else f"{r.get('status')}: {str(r.get('message', ''))[:80]}"
+
+
+def _table1_predicted_md(rows: Rows) -> str:
+    return md_table(["network", "batch", "#V", "method", "budget GiB", "eq.(2) peak GiB", "simulated peak GiB",
+                     "reduction", "pred. time ratio", "solve s", "note"],
+                    [[r["network"], _fmt(r.get("batch")), _fmt(r.get("nodes")), r["method"],
+                      _fmt(r.get("budget"), GIB), _fmt(r.get("eq2_peak"), GIB), _fmt(r.get("simulated_peak"), GIB),
+                      _fmt(r.get("reduction"), pct=True), _fmt(r.get("time_ratio")), _fmt(r.get("seconds")),
+                      _status(r)] for r in rows])
+
+
+def _table1_measured_md(rows: Rows) -> str:
+    return md_table(["network", "batch", "image", "method", "predicted MiB", "storage-tracking MiB",
+                     "profiler MiB", "reduction (profiler)", "time ratio", "note"],
+                    [[r["network"], r.get("batch"), _fmt(r.get("image_size")), r["method"],
+                      _fmt(r.get("predicted_peak"), MIB, digits=1), _fmt(r.get("storage_peak"), MIB, digits=1),
+                      _fmt(r.get("profiler_peak"), MIB, digits=1), _fmt(r.get("reduction_profiler"), pct=True),
+                      _fmt(r.get("time_ratio")), _status(r)] for r in rows])
+
+
+def _seed003_md(t1: Rows, t2: Rows) -> str:
+    a = md_table(["network", "#V", "method", "simulated peak MiB", "cut", "pred. time ratio", "note"],
+                 [[r["network"], r["nodes"], r["method"], _fmt(r.get("simulated_peak"), MIB, digits=0),
+                   _fmt(r.get("reduction"), pct=True), _fmt(r.get("time_ratio")), _status(r)] for r in t1])
+    b = md_table(["network", "#V", "reforward solve s", "theoretical cut (eq. 1)", "simulated cut"],
+                 [[r["network"], r["nodes"], _fmt(r.get("reforward_seconds"), digits=3),
+                   _fmt(r.get("theoretical_cut"), pct=True), _fmt(r.get("simulated_cut"), pct=True)] for r in t2])
+    return a + "\n\nSeed 003 Table 2 (solver runtime on this machine):\n\n" + b
+
+
+def _schedule_md(rows: Rows, key: str) -> str:
+    return md_table([key, "solver", "#V", "joint #V", "peak MiB", "length", "rel. length", "solve s"],
+                    [[r[key], r["solver"], r["nodes"], r["joint_nodes"], _fmt(r["peak"], MIB, digits=1),
+                      r["length"], _fmt(r["relative_length"]), _fmt(r["solve_seconds"], digits=3)] for r in rows])
+
+
+def _tradeoff_md(rows: Rows, measured: bool) -> str:
+    if measured:
+        return md_table(["network", "method", "profiler MiB", "memory / vanilla", "time ratio", "note"],
+                        [[r["network"], r["method"], _fmt(r.get("profiler_peak"), MIB, digits=1),
+                          _fmt(r.get("memory_ratio")), _fmt(r.get("time_ratio")), _status(r)] for r in rows])
+    return md_table(["network", "solver", "budget", "feasible", "simulated / vanilla", "pred. time ratio", "solve s"],
+                    [[r["network"], r["solver"], _fmt(r["fraction"], pct=True), r.get("feasible", "-"),
+                      _fmt(None if r.get("reduction") is None else 1 - r["reduction"]), _fmt(r.get("time_ratio")),
+                      _fmt(r.get("solve_seconds"), digits=3)] for r in rows])
+
+
+def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Path],
+          header: dict[str, Any], seconds: float) -> Path:
+    m = header.get("machine", {})
+    parts = [f"# remat bench: suite `{suite}`",
+             f"Command: `{header.get('command')}`; {header.get('date', '')}; {seconds:.0f} s. Machine: "
+             f"{m.get('platform')}, {m.get('cpu_count')} CPUs, Python {m.get('python')}, torch {m.get('torch')}.",
+             "**Predicted** figures: plans on seed 000's abstract graphs (`remat.zoo.graph`, cost conv 10 / "
+             "other 1) at the paper's batch, peaks from the liveness simulator (`remat.simulate`) and eq. (2); "
+             "predicted time ratio = 1 + recompute / (3 x forward cost). **Measured** figures: real CPU "
+             "training steps; memory by CPU live-storage tracking (`remat.measure`) and by the profiler "
+             "method (torch.profiler allocator replay); time ratios against vanilla from round-robin "
+             "interleaved steps of the same run (median of per-round ratios).",
+             "## Headline", _headline_md(headline(sections))]
+
+    def add(title: str, key: str, body: str) -> None:
+        parts.append(f"## {title}")
+        if key in plots:
+            parts.append(f"![{key}]({Path(plots[key]).name})")
+        parts.append(body)
+
+    if "table1_predicted" in sections:
+        add("Seed 000 Table 1, PREDICTED (paper batch)", "table1_predicted",
+            _table1_predicted_md(sections["table1_predicted"]))
+    if "table1_measured" in sections:
+        add("Seed 000 Table 1 methods, MEASURED on this CPU", "table1_measured",
+            _table1_measured_md(sections["table1_measured"]))
+    if "seed003_table1" in sections:
+        add("Seed 003 Table 1, PREDICTED: regular vs Chen vs Re-forwarding", "seed003",
+            _seed003_md(sections["seed003_table1"], sections.get("seed003_table2", [])))
+    if "seed004_depth" in sections:
+        add("Seed 004 Figures 2 and 3, PREDICTED: NoRemat / GreedyRemat / TWRemat vs depth", "seed004_depth",
+            _schedule_md(sections["seed004_depth"], "depth"))
+    if "seed004_transformer" in sections:
+        add("Seed 004 Table 2, PREDICTED: Transformer", "", _schedule_md(sections["seed004_transformer"], "config"))
+    for key, p in plots.items():
+        if key.startswith("tradeoff_"):
+            parts.append(f"## Trade-off {key.removeprefix('tradeoff_').replace('_', ' ')}\n\n![{key}]({Path(p).name})")
+    if "tradeoff_predicted" in sections:
+        add("Trade-off sweep, PREDICTED (table)", "", _tradeoff_md(sections["tradeoff_predicted"], False))
+    if "tradeoff_measured" in sections:
+        add("Trade-off with the peers, MEASURED (profiler method; table)", "",
+            _tradeoff_md(sections["tradeoff_measured"], True))
+    path.write_text("\n\n".join(parts) + "\n")
+    return path

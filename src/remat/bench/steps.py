@@ -1,0 +1,112 @@
+"""Running and measuring real training steps for the benchmark suite (DESIGN.md, "Measurement
+protocol").
+
+- ``train_step``: one forward + backward of a model with the zoo's loss; parameter gradients are
+  allocated by a warm-up step and zeroed in place afterwards, so what a measured step allocates
+  is activation memory (activations, their gradients, intra-op temporaries), the budget's scale.
+- ``profiler_peak``: the allocator-level peak of one step, replayed from the CPU allocations and
+  frees that ``torch.profiler(profile_memory=True)`` records. No dispatch mode is involved, so it
+  also measures ``torch.compile``d peers (under a dispatch mode torch.compile runs eager).
+- ``interleave``: step times of several methods taken round-robin (A B C A B C ...), so machine
+  drift hits all of them alike; ``time_ratios`` is the median over rounds of each method's time
+  over the reference's time in the same round.
+- ``storage_peak``: adapter over ``remat.measure`` (live-storage tracking), whose result type is
+  read defensively: a peak in bytes under ``peak``/``peak_bytes``/``activation_peak``.
+
+Tested in tests/test_bench.py: the profiler peak of a step that allocates known tensors, the
+round-robin order, and ratios of hand-made timings.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable
+
+import torch
+from torch import nn
+
+Step = Callable[[], None]
+
+
+def zero_grads(model: nn.Module) -> None:
+    for p in model.parameters():
+        if p.grad is not None:
+            p.grad.zero_()
+
+
+def train_step(model: nn.Module, inputs: tuple, loss: Callable[[Any], torch.Tensor]) -> Step:
+    """A step closure; runs one warm-up step so parameter gradients exist before measuring."""
+    def step() -> None:
+        loss(model(*inputs)).backward()
+        zero_grads(model)
+
+    step()
+    return step
+
+
+def profiler_peak(step: Step, warmup: bool = False) -> int:
+    """Peak bytes allocated on the CPU during ``step`` beyond what was held before it.
+
+    ``warmup`` runs the step once first (re-creating parameter gradients another measurement
+    may have dropped, so they are not counted as the step's allocations).
+    """
+    if warmup:
+        step()
+    from torch._C._profiler import _EventType
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    allocations: list[tuple[int, int]] = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        event = stack.pop()
+        stack.extend(event.children)
+        if event.tag == _EventType.Allocation and event.extra_fields.device.type == "cpu":
+            allocations.append((event.start_time_ns, event.extra_fields.alloc_size))
+    return replay_peak(allocations)
+
+
+def replay_peak(allocations: list[tuple[int, int]]) -> int:
+    """Peak of the running sum of (time, +size | -size) events, taken in time order."""
+    current = peak = 0
+    for _, size in sorted(allocations, key=lambda e: e[0]):
+        current += size
+        peak = max(peak, current)
+    return peak
+
+
+def interleave(steps: dict[str, Step], repeats: int = 5, warmup: int = 1,
+               clock: Callable[[], float] = time.perf_counter) -> dict[str, list[float]]:
+    """Seconds of each step, methods taken round-robin; the first ``warmup`` rounds dropped."""
+    times: dict[str, list[float]] = {name: [] for name in steps}
+    for r in range(warmup + repeats):
+        for name, step in steps.items():
+            started = clock()
+            step()
+            elapsed = clock() - started
+            if r >= warmup:
+                times[name].append(elapsed)
+    return times
+
+
+def time_ratios(times: dict[str, list[float]], reference: str) -> dict[str, float]:
+    """Median over rounds of time[method] / time[reference] in the same round."""
+    ref = times[reference]
+    return {name: statistics.median(t / r for t, r in zip(ts, ref)) for name, ts in times.items()}
+
+
+def storage_peak(measure: Callable[..., Any], model: nn.Module, inputs: tuple,
+                 loss: Callable[[Any], torch.Tensor] | None = None) -> float:
+    """Peak activation bytes from ``remat.measure`` (CPU live-storage tracking)."""
+    try:
+        result = measure(model, inputs, method="tracker", loss_fn=loss)
+    except TypeError:  # a measure without those options
+        result = measure(model, inputs)
+    for key in ("activation_peak", "peak_bytes", "peak"):
+        value = result.get(key) if isinstance(result, dict) else getattr(result, key, None)
+        if isinstance(value, (int, float)):
+            return float(value)
+    raise TypeError(f"remat.measure returned {type(result).__name__} without a peak in bytes "
+                    "(expected a field peak, peak_bytes or activation_peak)")

@@ -1,0 +1,52 @@
+"""``remat bench [--suite quick|paper] [--out DIR]``: the papers' tables, predicted and measured.
+
+Writes one JSON per section (machine and exact command in each), PNG plots and report.md into
+``--out`` (default ``bench/results/<suite>/``). ``quick`` finishes in minutes on a laptop CPU;
+``paper`` is the full run, by hand. ``--networks`` restricts every section to some networks.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ._output import emit_json
+
+NAME = "bench"
+HELP = "run the benchmark suite: the papers' tables, predicted and measured, with the peers"
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--suite", choices=["quick", "paper"], default="quick")
+    p.add_argument("--out", default=None, help="output folder (default bench/results/<suite>/)")
+    p.add_argument("--networks", default=None,
+                   help="comma-separated subset of networks for every section (e.g. vgg19,resnet18)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (the headline) at the end")
+
+
+def run(args: argparse.Namespace) -> int:
+    from rich.console import Console
+
+    from ..bench import SUITES, run_suite
+    from ..bench.report import headline
+    from ..machine import provenance
+
+    suite = SUITES[args.suite]
+    if args.networks:
+        suite = suite.only(tuple(n.strip() for n in args.networks.split(",") if n.strip()))
+    out = Path(args.out) if args.out else Path("bench/results") / suite.name
+    header = provenance()
+    console = Console(stderr=True)
+    with console.status(f"remat bench --suite {suite.name}") as status:
+        def progress(message: str) -> None:
+            status.update(f"[bold]{suite.name}[/]: {message}")
+            console.log(message)
+
+        results = run_suite(suite, out, header, progress=progress)
+    if args.json:
+        emit_json({"suite": suite.name, "out": str(out), "seconds": results["seconds"],
+                   "headline": headline(results["sections"])})
+    else:
+        console.print(f"wrote {out}/report.md and {len(list(out.iterdir()))} files in {results['seconds']:.0f} s")
+        console.print((out / "report.md").read_text().split("## ")[1])  # the headline section
+    return 0

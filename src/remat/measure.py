@@ -1,0 +1,276 @@
+"""Measured peak activation memory and step time of one training step (DESIGN.md, measurement protocol).
+
+``measure(model, inputs)`` runs one training step (forward, ``loss_fn`` default: the sum of every
+floating output, backward) and reports the peak of the memory the step adds, by one of three
+methods, named in the result:
+
+- ``"cuda"``: ``torch.cuda.max_memory_allocated`` minus what was allocated before the step.
+- ``"tracker"`` (CPU default): a TorchDispatchMode weak-references the storage of every op
+  output and counts live storage bytes; the op-level peak, the granularity ``remat.simulate``
+  predicts (it misses temporaries allocated inside one aten kernel).
+- ``"profiler"``: ``torch.profiler`` with ``profile_memory=True`` records every CPU-allocator
+  allocation and free (pointer, size, time); replaying them gives the allocator-level peak,
+  intra-op temporaries included.
+
+What is not activation memory: parameters, buffers and inputs are held before the step and not
+counted. Parameter gradients are not counted either: the step starts with ``.grad`` set to
+None, and every storage that ends the step as a parameter's ``.grad`` is removed from the
+whole timeline (tracker, profiler); on CUDA, where allocations cannot be told apart after the
+fact, gradients are allocated (zeros) before the step and so belong to the baseline. Either way
+a gradient buffer that the step only passes on to ``.grad`` costs nothing, as in ``simulate``,
+whose graph has no parameter nodes.
+
+Time: ``compare_times(a, b)`` interleaves the two steps (A B A B ...) after warm-up and reports
+the median of the per-pair ratios b/a, since step times on shared machines drift between runs.
+
+Tested against hand-sized steps whose byte counts are known exactly (tests/test_measure.py), and
+the two CPU methods against each other.
+"""
+
+from __future__ import annotations
+
+import gc
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+from torch.multiprocessing.reductions import StorageWeakRef
+from torch.utils._python_dispatch import TorchDispatchMode
+
+METHODS = ("auto", "cuda", "tracker", "profiler")
+
+
+@dataclass(frozen=True)
+class Measurement:
+    peak: int                 # bytes of activation memory at the step's peak
+    method: str               # "cuda" | "tracker" | "profiler"
+    step_seconds: float | None = None  # median over ``repeats`` timed steps, if any
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def default_loss(out: Any) -> torch.Tensor:
+    """Sum of every floating-point output: its backward keeps nothing, so it adds no memory."""
+    parts = [t.sum() for t in pytree.tree_leaves(out)
+             if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    if not parts:
+        raise ValueError("the model returns no floating-point tensor that requires grad: pass loss_fn")
+    loss = parts[0]
+    for p in parts[1:]:
+        loss = loss + p
+    return loss
+
+
+def call(model: Callable, inputs: Any) -> Any:
+    """Call with a tensor, a tuple/list of arguments, or a dict of keyword arguments."""
+    if isinstance(inputs, dict):
+        return model(**inputs)
+    if isinstance(inputs, (tuple, list)):
+        return model(*inputs)
+    return model(inputs)
+
+
+def training_step(model: nn.Module, inputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                  set_to_none: bool = True) -> Callable[[], None]:
+    """One step: forward, loss, backward. Parameter gradients start at None (or at zero)."""
+    loss_fn = loss_fn or default_loss
+
+    def step() -> None:
+        model.zero_grad(set_to_none=set_to_none)
+        loss_fn(call(model, inputs)).backward()
+
+    return step
+
+
+def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
+            loss_fn: Callable[[Any], torch.Tensor] | None = None, repeats: int = 0,
+            warmup: int = 1) -> Measurement:
+    """Peak activation memory (and, with ``repeats``, median step time) of one training step.
+
+    ``fn_or_model``: an ``nn.Module`` (a training step on ``inputs`` is built around it) or a
+    callable that runs a whole step itself (``fn(*inputs)``; its gradients are then not told
+    apart from activations).
+    """
+    if method not in METHODS:
+        raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+    params = list(fn_or_model.parameters()) if isinstance(fn_or_model, nn.Module) else []
+    if method == "auto":
+        method = "cuda" if _on_cuda(params, inputs) else "tracker"
+    if isinstance(fn_or_model, nn.Module):
+        # on CUDA gradients are allocated before the step (zeros) and so belong to the baseline
+        step = training_step(fn_or_model, inputs, loss_fn, set_to_none=method != "cuda")
+        if method == "cuda":
+            for p in params:
+                if p.requires_grad and p.grad is None:
+                    p.grad = torch.zeros_like(p)
+    else:
+        step = lambda: call(fn_or_model, inputs)  # noqa: E731
+    for _ in range(warmup):
+        step()
+    peak = {"cuda": _cuda_peak, "tracker": _tracker_peak, "profiler": _profiler_peak}[method](step, params)
+    seconds = statistics.median(step_times(step, repeats)) if repeats else None
+    return Measurement(peak=int(peak), method=method, step_seconds=seconds)
+
+
+def _on_cuda(params: list[torch.Tensor], inputs: Any) -> bool:
+    ts = params + [x for x in pytree.tree_leaves(inputs) if isinstance(x, torch.Tensor)]
+    return any(t.is_cuda for t in ts)
+
+
+# ---- CUDA ------------------------------------------------------------------------------------
+
+
+def _cuda_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
+    gc.collect()
+    torch.cuda.synchronize()
+    base = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return torch.cuda.max_memory_allocated() - base
+
+
+# ---- CPU: storage tracker --------------------------------------------------------------------
+
+
+class StorageTracker(TorchDispatchMode):
+    """Counts the bytes of live storages created by ops while active (op-level peak).
+
+    A storage is born when an op returns a tensor whose storage none of the op's arguments has.
+    It is held by a weak reference (``StorageWeakRef``), and before each op's outputs are added
+    the expired ones are retired, so every free between two ops is ordered before the next
+    allocation and the peak is exact at op granularity.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[tuple[int, int]] = []  # (birth number, +bytes or -bytes)
+        self.live: dict[int, tuple[StorageWeakRef, int, int]] = {}  # key -> (ref, bytes, birth)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: ANN001
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        self.retire()
+        seen = {_key(t) for t in pytree.tree_leaves((args, kwargs)) if _strided(t)}
+        for t in pytree.tree_leaves(out):
+            if _strided(t):
+                key = _key(t)
+                if key in seen or key in self.live:
+                    continue
+                size = t.untyped_storage().nbytes()
+                birth = len(self.events)  # storage addresses are reused; births are not
+                self.live[key] = (StorageWeakRef(t.untyped_storage()), size, birth)
+                self.events.append((birth, size))
+        return out
+
+    def retire(self) -> None:
+        gone = [k for k, (ref, _, _) in self.live.items() if ref.expired()]
+        for k in gone:
+            _, size, birth = self.live.pop(k)
+            self.events.append((birth, -size))
+
+    def births(self, tensors: list[torch.Tensor]) -> set[int]:
+        """Birth numbers of the live storages of ``tensors``."""
+        return {self.live[_key(t)][2] for t in tensors if _strided(t) and _key(t) in self.live}
+
+    def peak(self, exclude: set[int] = frozenset()) -> int:
+        """Peak live bytes, leaving out the storages born as ``exclude``."""
+        cur = best = 0
+        for birth, delta in self.events:
+            if birth in exclude:
+                continue
+            cur += delta
+            best = max(best, cur)
+        return best
+
+
+def _strided(t: Any) -> bool:
+    return isinstance(t, torch.Tensor) and t.layout == torch.strided and t.device.type != "meta"
+
+
+def _key(t: torch.Tensor) -> int:
+    return t.untyped_storage()._cdata
+
+
+def _tracker_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
+    gc.collect()
+    tracker = StorageTracker()
+    with tracker:
+        step()
+    tracker.retire()
+    return tracker.peak(exclude=tracker.births([p.grad for p in params if p.grad is not None]))
+
+
+# ---- CPU: profiler replay --------------------------------------------------------------------
+
+
+def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
+    from torch.profiler import ProfilerActivity, profile
+
+    gc.collect()
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+        step()
+    events = []
+    stack = list(prof.profiler.kineto_results.experimental_event_tree())
+    while stack:
+        e = stack.pop()
+        stack += e.children
+        if e.tag == torch._C._profiler._EventType.Allocation:
+            ex = e.extra_fields
+            if ex.device.type == "cpu":
+                events.append((e.start_time_ns, ex.ptr, ex.alloc_size))
+    events.sort()
+    grads = {p.grad.data_ptr() for p in params if p.grad is not None}
+    # an allocation at a gradient's address that is never freed is that gradient
+    open_at: dict[int, int] = {}
+    for i, (_, ptr, size) in enumerate(events):
+        if size > 0:
+            open_at[ptr] = i
+        else:
+            open_at.pop(ptr, None)
+    skip = {i for ptr, i in open_at.items() if ptr in grads}
+    cur = best = 0
+    for i, (_, ptr, size) in enumerate(events):
+        if i in skip:
+            continue
+        cur += size
+        best = max(best, cur)
+    return best
+
+
+# ---- time ------------------------------------------------------------------------------------
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def step_times(step: Callable[[], None], repeats: int) -> list[float]:
+    out = []
+    for _ in range(repeats):
+        _sync()
+        started = time.perf_counter()
+        step()
+        _sync()
+        out.append(time.perf_counter() - started)
+    return out
+
+
+def compare_times(a: Callable[[], None], b: Callable[[], None], repeats: int = 5, warmup: int = 1
+                  ) -> dict[str, float]:
+    """Interleaved timing (A B A B ...): medians of each and the median of per-pair ratios b/a."""
+    for _ in range(warmup):
+        a()
+        b()
+    ta, tb = [], []
+    for _ in range(repeats):
+        ta += step_times(a, 1)
+        tb += step_times(b, 1)
+    return {"a_seconds": statistics.median(ta), "b_seconds": statistics.median(tb),
+            "ratio": statistics.median(y / x for x, y in zip(ta, tb)), "repeats": repeats}

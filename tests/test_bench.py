@@ -1,0 +1,269 @@
+"""The benchmark suite's building blocks on tiny inputs (remat.bench, ``remat bench``).
+
+Exact values on hand-sized cases (allocation replays, round-robin order, ratios), agreement
+with direct solver calls for the predicted tables, same gradients for the peers, and the whole
+suite end to end on a tiny configuration with fake runtime pieces.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+from dataclasses import replace
+
+import pytest
+import torch
+from torch import nn
+
+import remat
+from remat import zoo
+from remat.bench import peers, plots, report, tables
+from remat.bench.measured import Size, Timing, Tools, table1_measured, tradeoff_measured
+from remat.bench.steps import interleave, profiler_peak, replay_peak, time_ratios, train_step
+from remat.bench.suite import SUITES, Suite, run_suite
+from remat.cli import build_parser
+from remat.machine import provenance
+
+
+def small_graph(name: str, batch: int | None = None, **options) -> remat.Graph:
+    """The zoo's abstract graphs at toy sizes (tables call graph_fn(net, batch=...))."""
+    if name in ("ffn", "resnet"):
+        return zoo.graph(name, batch=2, **options, **({"width": 16} if name == "ffn" else {"image_size": 32}))
+    return zoo.graph(name, batch=batch or 2, image_size=32)
+
+
+# ---- steps: replay, profiler, round-robin timing -------------------------------------------------
+def test_replay_peak_is_the_running_maximum_in_time_order():
+    events = [(3, 30), (0, 100), (2, -100), (1, 50)]
+    assert replay_peak(events) == 150
+    assert replay_peak([]) == 0
+
+
+def test_profiler_peak_of_known_allocations():
+    def step():
+        a = torch.empty(2**20, dtype=torch.uint8)
+        b = torch.empty(2 * 2**20, dtype=torch.uint8)
+        del a
+        c = torch.empty(2**19, dtype=torch.uint8)
+        del b, c
+
+    assert profiler_peak(step) == 3 * 2**20
+
+
+def test_interleave_is_round_robin_and_drops_warmup():
+    order = []
+    ticks = iter(range(1000))
+    times = interleave({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
+                       repeats=3, warmup=1, clock=lambda: next(ticks))
+    assert order == ["a", "b"] * 4
+    assert times == {"a": [1, 1, 1], "b": [1, 1, 1]}
+
+
+def test_time_ratios_are_medians_of_per_round_ratios():
+    times = {"vanilla": [1.0, 2.0, 4.0], "x": [2.0, 2.0, 2.0]}
+    assert time_ratios(times, "vanilla") == {"vanilla": 1.0, "x": 1.0}
+
+
+# ---- predicted tables ------------------------------------------------------------------------------
+def test_table1_predicted_rows_agree_with_direct_solver_calls():
+    rows = tables.table1_predicted(["vgg11", "resnet18"], small_graph, batch={"vgg11": 2, "resnet18": 2})
+    assert {r["network"] for r in rows} == {"vgg11", "resnet18"}
+    for net in ("vgg11", "resnet18"):
+        mine = {r["method"]: r for r in rows if r["network"] == net}
+        assert set(mine) == {m.label for m in tables.TABLE1_METHODS}
+        g = small_graph(net)
+        vanilla = remat.simulate(g, remat.solve(g, None, solver="none")).peak
+        for r in mine.values():
+            assert r["status"] == "ok" and r["batch"] == 2 and r["nodes"] == len(g)
+            assert r["reduction"] == pytest.approx(1 - r["simulated_peak"] / vanilla)
+            assert r["time_ratio"] == pytest.approx(1 + r["recompute_cost"] / (3 * g.cost(g.order)))
+        assert mine["vanilla"]["reduction"] == 0 and mine["vanilla"]["recompute_cost"] == 0
+        b = remat.min_budget(g, solver="dp-approx")
+        direct = remat.solve(g, b, solver="dp-approx", mode="time")
+        assert mine["approx-tc"]["budget"] == b
+        assert mine["approx-tc"]["simulated_peak"] == remat.simulate(g, direct).peak
+        # ExactDP searches a superset of ApproxDP's lower sets: its minimal budget is no larger.
+        assert mine["exact-tc"]["budget"] <= mine["approx-tc"]["budget"]
+        for label in ("approx-tc", "approx-mc", "exact-tc", "exact-mc"):
+            assert mine[label]["eq2_peak"] <= mine[label]["budget"]
+
+
+def test_failing_or_skipped_solvers_become_rows():
+    rows = tables.table1_predicted(["vgg11"], small_graph, exact_networks=())
+    by = {r["method"]: r for r in rows}
+    assert by["exact-tc"]["status"] == "skipped" and by["approx-tc"]["status"] == "ok"
+    g = remat.Graph.chain(4)
+    row = tables.plan_row(g, tables.Method("x", "no-such-solver", minimal=False), 1.0)
+    assert row["status"] == "failed" and "no-such-solver" in row["message"]
+
+
+def test_seed004_depth_rows():
+    rows = tables.seed004_depth({"ffn": (2, 4)}, small_graph)
+    assert [(r["depth"], r["solver"]) for r in rows] == [(d, s) for d in (2, 4) for s in tables.SCHEDULE_SOLVERS]
+    for r in rows:
+        if r["solver"] == "none":  # NoRemat computes every node of the joint graph once
+            assert r["length"] == r["joint_nodes"] and r["relative_length"] == 1
+        else:
+            assert r["length"] >= r["joint_nodes"]
+
+
+def test_seed003_tables_and_tradeoff_predicted():
+    t1, t2 = tables.seed003_tables(["vgg11"], small_graph)
+    assert [r["method"] for r in t1] == ["regular", "chen", "reforward"]
+    assert t2[0]["theoretical_cut"] == pytest.approx(1 - t1[2]["objective"] / t1[0]["vanilla_peak"])
+    g = small_graph("resnet18")
+    rows = tables.tradeoff_predicted(g, [0.5, 1.0], ["none", "dp-approx"])
+    assert [(r["solver"], r["fraction"]) for r in rows] == [("none", 0.5), ("none", 1.0),
+                                                            ("dp-approx", 0.5), ("dp-approx", 1.0)]
+    full = [r for r in rows if r["fraction"] == 1.0]
+    assert all(r["feasible"] for r in full)
+    assert not rows[0]["feasible"]  # vanilla never fits half of its own peak
+
+
+# ---- peers ------------------------------------------------------------------------------------------
+class Block(nn.Module):
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(width, width), nn.Linear(width, width)
+
+    def forward(self, x):
+        return x + self.b(torch.relu(self.a(x)).sin())
+
+
+class Net(nn.Module):
+    def __init__(self, width: int = 64, depth: int = 6) -> None:
+        super().__init__()
+        self.stem = nn.Sequential(nn.Linear(width, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU())
+        self.blocks = nn.Sequential(*[Block(width) for _ in range(depth)])
+        self.head = nn.Linear(width, 1)
+
+    def forward(self, x):
+        return self.head(self.blocks(self.stem(x)))
+
+
+def _grads(model, x):
+    model.zero_grad(set_to_none=True)
+    zoo.loss(model(x)).backward()
+    return [p.grad.clone() for p in model.parameters()]
+
+
+def test_checkpoint_blocks_wraps_blocks_keeps_gradients_and_saves_memory():
+    torch.manual_seed(0)
+    model, x = Net(), torch.randn(256, 64)
+    wrapped, names = peers.checkpoint_blocks(model)
+    assert names == ["stem (2 segments)"] + [f"blocks.{i}" for i in range(6)]
+    assert isinstance(model.blocks[0], Block)  # the caller's model is untouched
+    for a, b in zip(_grads(model, x), _grads(wrapped, x)):
+        torch.testing.assert_close(a, b)
+    plain = profiler_peak(train_step(model, (x,), zoo.loss))
+    ckpt = profiler_peak(train_step(wrapped, (x,), zoo.loss))
+    assert ckpt < plain
+
+
+def test_checkpoint_blocks_refuses_a_model_without_blocks():
+    with pytest.raises(ValueError, match="no blocks"):
+        peers.checkpoint_blocks(nn.Linear(3, 3))
+
+
+def test_compiled_peer_compiles_and_keeps_gradients():
+    torch.manual_seed(0)
+    model, x = Net(width=16, depth=2), torch.randn(8, 16)
+    compiled = peers.Compiled(copy.deepcopy(model), 0.3)
+    for a, b in zip(_grads(model, x), _grads(compiled, x)):
+        torch.testing.assert_close(a, b)
+    _, info = peers.compiled_step(model, (x,), zoo.loss, 0.5)
+    assert info["graphs_compiled"] >= 1  # 0 would mean it silently ran eager
+    with pytest.raises(ValueError, match="activation_memory_budget"):
+        peers.Compiled(model, 1.5)
+
+
+# ---- measured tables with fake runtime pieces -----------------------------------------------------
+def fake_tools() -> Tools:
+    """optimize = per-block checkpointing, so a 'plan' really changes memory; capture = a chain."""
+    def build(name, batch, image_size=None):
+        torch.manual_seed(0)
+        return Net(), (torch.randn(batch, 64),)
+
+    def optimize(model, inputs, budget, solver, mode="time"):
+        return peers.checkpoint_blocks(model)[0]
+
+    return Tools(build=build, loss=zoo.loss, optimize=optimize, measure=None,
+                 capture=lambda model, inputs: remat.Graph.chain(3),
+                 min_budget=lambda g, solver, mode: 1.0, predict=lambda g, b, s, m: 7.0)
+
+
+def test_table1_measured_rows_are_consistent():
+    rows = table1_measured(["net"], {"net": Size(128)}, fake_tools(), timing=Timing(repeats=2, warmup=0))
+    by = {r["method"]: r for r in rows}
+    assert set(by) == {"vanilla", "chen", "reforward", "approx-tc", "approx-mc"}
+    v = by["vanilla"]
+    assert v["time_ratio"] == 1.0 and v["reduction_profiler"] == 0.0
+    for r in rows:
+        assert r["status"] == "ok" and r["batch"] == 128
+        assert r["reduction_profiler"] == pytest.approx(1 - r["profiler_peak"] / v["profiler_peak"])
+        assert r["predicted_peak"] == 7.0
+    assert by["approx-tc"]["budget"] == 1.0 and by["chen"]["budget"] is None
+    assert by["approx-tc"]["profiler_peak"] < v["profiler_peak"]
+
+
+def test_measured_rows_say_when_pieces_are_missing():
+    tools = replace(fake_tools(), optimize=None)
+    rows = table1_measured(["net"], {"net": Size(4)}, tools)
+    assert rows == [{"network": "net", "batch": 4, "image_size": None, "method": "all",
+                     "status": "unavailable", "message": "remat.optimize not available"}]
+
+
+def test_tradeoff_measured_with_peers():
+    rows = tradeoff_measured("net", Size(64), fake_tools(), ["dp-approx"], [0.5], compile_budgets=(),
+                             timing=Timing(repeats=2, warmup=0))
+    by = {r["method"]: r for r in rows}
+    assert set(by) == {"vanilla", "checkpoint per block", "dp-approx 50%"}
+    assert by["vanilla"]["memory_ratio"] == 1.0 and by["vanilla"]["time_ratio"] == 1.0
+    for r in rows:
+        assert r["memory_ratio"] == pytest.approx(r["profiler_peak"] / by["vanilla"]["profiler_peak"])
+    assert by["checkpoint per block"]["blocks"][0] == "stem (2 segments)"
+
+
+# ---- plots, report, the whole suite ---------------------------------------------------------------
+def tiny_suite() -> Suite:
+    return Suite(name="tiny", table1_networks=("vgg11",), exact_networks=None,
+                 measured_sizes=(("net", Size(32)),), seed003_networks=("vgg11",),
+                 seed004_depths=(("ffn", (2, 3)),), seed004_transformer=(),
+                 tradeoff_networks=("vgg11",), fractions=(0.5, 1.0), sweep_solvers=("none", "dp-approx"),
+                 measured_tradeoff=(("net", Size(32)),), measured_solvers=("dp-approx",),
+                 measured_fractions=(0.5,), compile_budgets=(), timing=Timing(repeats=1, warmup=0))
+
+
+def test_run_suite_end_to_end_writes_json_plots_and_report(tmp_path):
+    header = provenance(["remat", "bench", "--suite", "tiny"])
+    results = run_suite(tiny_suite(), tmp_path, header, tools=fake_tools(), graph_fn=small_graph)
+    names = {p.name for p in tmp_path.iterdir()}
+    for f in ("table1_predicted", "table1_measured", "seed003_table1", "seed003_table2", "seed004_depth",
+              "tradeoff_predicted", "tradeoff_measured", "results"):
+        data = json.loads((tmp_path / f"{f}.json").read_text())
+        assert data["command"] == "remat bench --suite tiny"
+        assert data["machine"]["cpu_count"] >= 1 and data["machine"]["torch"] == torch.__version__
+    for p in results["plots"].values():
+        assert p.exists() and p.stat().st_size > 1000
+    assert {"tradeoff_vgg11_predicted.png", "tradeoff_net_measured.png", "seed004_depth.png"} <= names
+    text = (tmp_path / "report.md").read_text()
+    assert "## Headline" in text and "PREDICTED" in text and "MEASURED" in text
+    for p in results["plots"].values():
+        assert f"]({p.name})" in text
+    head = report.headline(results["sections"])
+    best = min((r for r in results["sections"]["table1_predicted"] if r["solver"] != "none"),
+               key=lambda r: r["simulated_peak"])
+    assert head[0]["network"] == "vgg11" and head[0]["predicted_reduction"] == best["reduction"]
+
+
+def test_plots_write_nonempty_files_even_without_data(tmp_path):
+    assert plots.reductions([], tmp_path / "a.png").stat().st_size > 0
+    assert plots.tradeoff([], tmp_path / "b.png", measured=True).stat().st_size > 0
+
+
+def test_cli_parses_bench_and_suites_restrict_to_networks():
+    args = build_parser().parse_args(["bench", "--suite", "paper", "--out", "x", "--networks", "vgg19"])
+    assert (args.suite, args.out, args.networks) == ("paper", "x", "vgg19")
+    only = SUITES["quick"].only(("vgg19",))
+    assert only.table1_networks == ("vgg19",) and only.tradeoff_networks == ()
+    assert only.measured_sizes == (("vgg19", Size(4, 64)),) and only.seed004_transformer == ()
