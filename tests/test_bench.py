@@ -17,7 +17,7 @@ from torch import nn
 
 import remat
 from remat import zoo
-from remat.bench import peers, plots, report, tables
+from remat.bench import measured, peers, plots, report, tables
 from remat.bench.measured import Size, Timing, Tools, table1_measured, tradeoff_measured
 from remat.bench.steps import interleave, profiler_peak, replay_peak, time_ratios, train_step
 from remat.bench.suite import SUITES, Suite, run_suite
@@ -171,7 +171,7 @@ def test_compiled_peer_compiles_and_keeps_gradients():
     compiled = peers.Compiled(copy.deepcopy(model), 0.3)
     for a, b in zip(_grads(model, x), _grads(compiled, x)):
         torch.testing.assert_close(a, b)
-    _, info = peers.compiled_step(model, (x,), zoo.loss, 0.5)
+    _, info = measured._compiled(model, (x,), fake_tools(), 0.5)
     assert info["graphs_compiled"] >= 1  # 0 would mean it silently ran eager
     with pytest.raises(ValueError, match="activation_memory_budget"):
         peers.Compiled(model, 1.5)
@@ -227,7 +227,8 @@ def test_tradeoff_measured_with_peers():
 # ---- plots, report, the whole suite ---------------------------------------------------------------
 def tiny_suite() -> Suite:
     return Suite(name="tiny", table1_networks=("vgg11",), exact_networks=None,
-                 measured_sizes=(("net", Size(32)),), seed003_networks=("vgg11",),
+                 measured_sizes=(("net", Size(32)),), measured_methods=measured.MEASURED_METHODS[:2],
+                 seed003_networks=("vgg11",),
                  seed004_depths=(("ffn", (2, 3)),), seed004_transformer=(),
                  tradeoff_networks=("vgg11",), fractions=(0.5, 1.0), sweep_solvers=("none", "dp-approx"),
                  measured_tradeoff=(("net", Size(32)),), measured_solvers=("dp-approx",),
@@ -266,4 +267,4 @@ def test_cli_parses_bench_and_suites_restrict_to_networks():
     assert (args.suite, args.out, args.networks) == ("paper", "x", "vgg19")
     only = SUITES["quick"].only(("vgg19",))
     assert only.table1_networks == ("vgg19",) and only.tradeoff_networks == ()
-    assert only.measured_sizes == (("vgg19", Size(4, 64)),) and only.seed004_transformer == ()
+    assert only.measured_sizes == (("vgg19", Size(2, 32)),) and only.seed004_transformer == ()

@@ -49,6 +49,7 @@ def test_operations_match_definitions(g):
                     reach.add(u)
                     frontier.append(u)
         assert p.mask(reach) in p.pruned_family()
+        assert p.ancestor_sets()[p.pos[v]] == p.mask(reach)
     assert p.full in p.pruned_family()
     assert all(p.is_lower_set(m) for m in p.pruned_family())
 

@@ -140,7 +140,7 @@ def test_equals_exhaustive_search_at_every_budget(make):
     g = make()
     top = remat.solve(g, None, solver="none").peak
     for budget in range(int(top), 0, -1):
-        plan = milp(g, budget, forward_runs=2)
+        plan = milp(g, budget, forward_runs=2, warm_start=False)
         best = brute_force(g, budget)
         if best is None:
             assert plan.status == "infeasible" and not plan.feasible
@@ -172,7 +172,7 @@ SETTINGS = settings(max_examples=20, deadline=None, suppress_health_check=[Healt
 def test_never_below_the_oracle_and_equal_to_it_with_enough_runs(g, frac):
     budget = round(frac * remat.solve(g, None, solver="none").peak)
     best = brute_force(g, budget)
-    plan = milp(g, budget, runs=2, forward_runs=len(g))
+    plan = milp(g, budget, runs=2, forward_runs=len(g), warm_start=False)
     if best is None:
         assert not plan.feasible and plan.status == "infeasible"
         return
@@ -186,8 +186,8 @@ def test_never_below_the_oracle_and_equal_to_it_with_enough_runs(g, frac):
 def test_never_worse_than_any_registered_solver(g, frac):
     least, top = min_peak(g).peak, remat.solve(g, None, solver="none").peak
     budget = round(least + frac * (top - least))  # mostly feasible, so the comparison happens
-    plan = milp(g, budget, forward_runs=3)
-    fixed = milp(g, budget, backward_order="fixed", forward_runs=3)
+    plan = milp(g, budget, forward_runs=3, warm_start=False)  # the program alone, not auto's help
+    fixed = milp(g, budget, backward_order="fixed", forward_runs=3, warm_start=False)
     if plan.status == "optimal":
         check_schedule(g, plan)
     if plan.status == "optimal" and fixed.status == "optimal":
@@ -229,3 +229,14 @@ def test_bench_smoke(tmp_path):
     assert rows[0]["kind"] == "min_peak" and brute_force(g, rows[0]["peak"] - 1) is None
     for r in rows[1:]:
         assert r["status"] == "optimal" and r["recompute_cost"] == brute_force(g, r["budget"])
+
+
+@SETTINGS
+@given(g=dags(max_nodes=6, max_mem=4, max_cost=4), frac=st.floats(0.0, 1.0))
+def test_warm_start_keeps_the_optimum(g, frac):
+    least, top = min_peak(g).peak, remat.solve(g, None, solver="none").peak
+    budget = round(least + frac * (top - least))
+    warm, cold = milp(g, budget), milp(g, budget, warm_start=False)
+    assert warm.status == cold.status == "optimal"
+    assert warm.recompute_cost == cold.recompute_cost
+    check_schedule(g, warm)

@@ -16,6 +16,11 @@ from .api import min_budget, solve
 from .graph import Graph, GraphError, Node
 from .plan import Plan
 from .simulate import ScheduleError, Simulation, simulate
+# torch-backed front-end (capture.py, runtime.py, measure.py, optimize.py); imported after the
+# submodules of the same names so that remat.capture / remat.measure / remat.optimize are the functions
+from .capture import capture  # noqa: E402
+from .measure import measure  # noqa: E402
+from .optimize import optimize  # noqa: E402
 
 __all__ = ["Graph", "GraphError", "Node", "Plan", "ScheduleError", "Simulation",
-           "min_budget", "simulate", "solve"]
+           "capture", "measure", "min_budget", "optimize", "simulate", "solve"]

@@ -226,16 +226,19 @@ def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
                 events.append((e.start_time_ns, ex.ptr, ex.alloc_size))
     events.sort()
     grads = {p.grad.data_ptr() for p in params if p.grad is not None}
-    # an allocation at a gradient's address that is never freed is that gradient
+    # frees of blocks allocated before the step are not ours; an allocation at a gradient's
+    # address that is never freed is that gradient
     open_at: dict[int, int] = {}
+    counted: list[tuple[int, int]] = []  # (allocation index, signed bytes)
     for i, (_, ptr, size) in enumerate(events):
         if size > 0:
             open_at[ptr] = i
-        else:
-            open_at.pop(ptr, None)
+            counted.append((i, size))
+        elif ptr in open_at:
+            counted.append((open_at.pop(ptr), size))
     skip = {i for ptr, i in open_at.items() if ptr in grads}
     cur = best = 0
-    for i, (_, ptr, size) in enumerate(events):
+    for i, size in counted:
         if i in skip:
             continue
         cur += size

@@ -16,13 +16,14 @@ substitute small fakes; a missing piece turns the affected figures into rows tha
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from torch import nn
 
 from . import peers
-from .steps import Step, interleave, profiler_peak, storage_peak, time_ratios, train_step
+from .steps import Step, interleave, measured_peak, time_ratios, train_step
 from .tables import Method, Progress, _quiet
 
 MEASURED_METHODS = (
@@ -138,9 +139,10 @@ def _measure_method(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m
             module, budget = _optimized(tools, model, inputs, graph, m)
         step = train_step(module, inputs, tools.loss)
         row.update(budget=budget, predicted_peak=tools.predict(graph, budget, m.solver, m.mode),
-                   profiler_peak=profiler_peak(step, warmup=True), status="ok")
+                   profiler_peak=measured_peak(tools.measure, module, inputs, tools.loss, "profiler"),
+                   status="ok")
         if tools.measure is not None:
-            row["storage_peak"] = storage_peak(tools.measure, module, inputs, tools.loss)
+            row["storage_peak"] = measured_peak(tools.measure, module, inputs, tools.loss, "tracker")
     except Exception as e:  # one method failing must not lose the others' figures
         return {**row, "status": "failed", "message": f"{type(e).__name__}: {e}"}
     steps[m.label] = step
@@ -170,32 +172,32 @@ def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable
     """Memory vs time of remat's solvers and the peers, all measured in one run (profiler)."""
     model, inputs = tools.build(net, **size.build_options())
     label = {"network": net, "batch": size.batch, "image_size": size.image_size}
-    rows: list[dict[str, Any]] = []
-    steps: dict[str, Step] = {"vanilla": train_step(model, inputs, tools.loss)}
-    rows.append({**label, "method": "vanilla", "kind": "vanilla", "status": "ok"})
+    rows: list[dict[str, Any]] = [{**label, "method": "vanilla", "kind": "vanilla", "status": "ok"}]
+    modules: dict[str, nn.Module] = {"vanilla": model}
     # The compiled peers first: nothing else has run a dispatch mode in this network's run yet.
     for b in compile_budgets:
         name = f"torch.compile budget {b:g}"
         progress(f"trade-off (measured): {net} {name}")
-        rows.append(_peer(rows, steps, {**label, "method": name, "kind": "peer", "budget": b},
-                          lambda b=b: peers.compiled_step(model, inputs, tools.loss, b)))
+        rows.append(_candidate(modules, {**label, "method": name, "kind": "peer", "budget": b},
+                               lambda b=b: _compiled(model, inputs, tools, b)))
     progress(f"trade-off (measured): {net} per-block checkpoint")
-    rows.append(_peer(rows, steps, {**label, "method": "checkpoint per block", "kind": "peer"},
-                      lambda: _checkpoint_step(model, inputs, tools)))
+    rows.append(_candidate(modules, {**label, "method": "checkpoint per block", "kind": "peer"},
+                           lambda: _checkpointed(model)))
     for solver in solver_names if not tools.missing() else ():
         for f in fractions:
             name = f"{solver} {f:.0%}"
             progress(f"trade-off (measured): {net} {name}")
-            rows.append(_peer(rows, steps, {**label, "method": name, "kind": "remat", "solver": solver,
-                                            "fraction": f},
-                              lambda s=solver, f=f: (train_step(
-                                  tools.optimize(model, inputs, budget=f"{round(f * 100)}%", solver=s),
-                                  inputs, tools.loss), {})))
+            rows.append(_candidate(modules, {**label, "method": name, "kind": "remat", "solver": solver,
+                                             "fraction": f},
+                                   lambda s=solver, f=f: (tools.optimize(model, inputs, budget=f"{round(f * 100)}%",
+                                                                         solver=s), {})))
     if tools.missing():
         rows.append({**label, "method": "remat solvers", "kind": "remat", "status": "unavailable",
                      "message": f"remat.{', remat.'.join(tools.missing())} not available"})
-    progress(f"trade-off (measured): {net} profiler peaks and round-robin timing of {len(steps)} steps")
-    peaks = {name: profiler_peak(step, warmup=True) for name, step in steps.items()}
+    progress(f"trade-off (measured): {net} profiler peaks of {len(modules)} steps")
+    peaks = {name: measured_peak(tools.measure, m, inputs, tools.loss, "profiler") for name, m in modules.items()}
+    progress(f"trade-off (measured): {net} round-robin timing of {len(modules)} steps")
+    steps = {name: train_step(m, inputs, tools.loss) for name, m in modules.items()}
     ratios = time_ratios(interleave(steps, repeats=timing.repeats, warmup=timing.warmup), "vanilla")
     for r in rows:
         if r.get("status") == "ok":
@@ -204,16 +206,29 @@ def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable
     return rows
 
 
-def _checkpoint_step(model: nn.Module, inputs: tuple, tools: Tools) -> tuple[Step, dict[str, Any]]:
+def _compiled(model: nn.Module, inputs: tuple, tools: Tools, budget: float) -> tuple[nn.Module, dict[str, Any]]:
+    import time
+
+    import torch._dynamo
+
+    module = peers.Compiled(copy.deepcopy(model), budget)
+    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+    started = time.perf_counter()
+    train_step(module, inputs, tools.loss)  # compiles
+    return module, {"compile_seconds": time.perf_counter() - started,
+                    "graphs_compiled": torch._dynamo.utils.counters["stats"]["unique_graphs"] - before}
+
+
+def _checkpointed(model: nn.Module) -> tuple[nn.Module, dict[str, Any]]:
     wrapped, blocks = peers.checkpoint_blocks(model)
-    return train_step(wrapped, inputs, tools.loss), {"blocks": blocks}
+    return wrapped, {"blocks": blocks}
 
 
-def _peer(rows: list, steps: dict[str, Step], row: dict[str, Any],
-          make: Callable[[], tuple[Step, dict[str, Any]]]) -> dict[str, Any]:
+def _candidate(modules: dict[str, nn.Module], row: dict[str, Any],
+               make: Callable[[], tuple[nn.Module, dict[str, Any]]]) -> dict[str, Any]:
     try:
-        step, info = make()
-    except Exception as e:
+        module, info = make()
+    except Exception as e:  # a peer or solver failing is a row, the others still run
         return {**row, "status": "failed", "message": f"{type(e).__name__}: {e}"}
-    steps[row["method"]] = step
+    modules[row["method"]] = module
     return {**row, **info, "status": "ok"}

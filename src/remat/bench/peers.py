@@ -9,10 +9,10 @@
   other top-level module with children (an Inception module, a U-Net stage) is a block itself,
   except a backbone holding most of the parameters, whose own children are searched the same
   way (PSPNet's ResNet). A model that exposes ``blocks()`` (module names) is used as it says.
-- ``Compiled(model, budget)`` / ``compiled_step``: ``torch.compile`` (backend ``aot_eager``)
+- ``Compiled(model, budget)``: ``torch.compile`` (backend ``aot_eager``)
   with ``torch._functorch.config.activation_memory_budget = budget``: the min-cut partitioner
   chooses what to recompute. Its memory must be measured with the profiler method
-  (``steps.profiler_peak``): under a dispatch mode torch.compile silently runs eager.
+  (``steps.measured_peak(..., "profiler")``): under a dispatch mode torch.compile silently runs eager.
 
 Both work on a deep copy; the caller's model is untouched. Tested in tests/test_bench.py:
 same gradients as the plain model, the blocks found on small models, and fewer saved bytes.
@@ -23,7 +23,6 @@ from __future__ import annotations
 import copy
 import inspect
 import math
-import time
 import types
 from typing import Any, Callable
 
@@ -31,7 +30,6 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
-from .steps import Step, train_step
 
 BACKBONE_SHARE = 0.5  # a child with more than this share of the parameters is searched inside
 
@@ -143,19 +141,3 @@ def _fresh_entry(model: nn.Module, tag: str) -> Callable[..., Any]:
 
     code = entry.__code__.replace(co_name=f"remat_peer_{tag}")
     return types.FunctionType(code, entry.__globals__, code.co_name, None, entry.__closure__)
-
-
-def compiled_step(model: nn.Module, inputs: tuple, loss: Callable[[Any], torch.Tensor],
-                  budget: float) -> tuple[Step, dict[str, Any]]:
-    """A training step of ``Compiled(copy of model, budget)``, compiled by its warm-up step.
-
-    Returns the step and what compiling cost (seconds, graphs compiled: 0 would mean eager).
-    """
-    import torch._dynamo
-
-    module = Compiled(copy.deepcopy(model), budget)
-    before = torch._dynamo.utils.counters["stats"]["unique_graphs"]
-    started = time.perf_counter()
-    step = train_step(module, inputs, loss)
-    return step, {"compile_seconds": time.perf_counter() - started,
-                  "graphs_compiled": torch._dynamo.utils.counters["stats"]["unique_graphs"] - before}

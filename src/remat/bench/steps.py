@@ -10,8 +10,8 @@ protocol").
 - ``interleave``: step times of several methods taken round-robin (A B C A B C ...), so machine
   drift hits all of them alike; ``time_ratios`` is the median over rounds of each method's time
   over the reference's time in the same round.
-- ``storage_peak``: adapter over ``remat.measure`` (live-storage tracking), whose result type is
-  read defensively: a peak in bytes under ``peak``/``peak_bytes``/``activation_peak``.
+- ``measured_peak``: adapter over ``remat.measure`` (method "tracker": live-storage tracking, or
+  "profiler"), whose result is read defensively: bytes under ``peak``/``peak_bytes``/...
 
 Tested in tests/test_bench.py: the profiler peak of a step that allocates known tensors, the
 round-robin order, and ratios of hand-made timings.
@@ -97,11 +97,21 @@ def time_ratios(times: dict[str, list[float]], reference: str) -> dict[str, floa
     return {name: statistics.median(t / r for t, r in zip(ts, ref)) for name, ts in times.items()}
 
 
-def storage_peak(measure: Callable[..., Any], model: nn.Module, inputs: tuple,
-                 loss: Callable[[Any], torch.Tensor] | None = None) -> float:
-    """Peak activation bytes from ``remat.measure`` (CPU live-storage tracking)."""
+def measured_peak(measure: Callable[..., Any] | None, model: nn.Module, inputs: tuple,
+                  loss: Callable[[Any], torch.Tensor], method: str = "tracker") -> float:
+    """Peak activation bytes of one training step by ``remat.measure`` with ``method``.
+
+    ``remat.measure`` steps with gradients set to None and leaves out the storages that end as
+    parameter gradients. Without it (``measure=None``) the profiler method is run here on a step
+    whose gradients were allocated beforehand and are accumulated in place; that counts the
+    freshly computed gradient before it is added, so it reads higher on nets with big layers.
+    """
+    if measure is None:
+        if method != "profiler":
+            raise ValueError(f"the {method!r} method needs remat.measure; only 'profiler' is built in")
+        return float(profiler_peak(train_step(model, inputs, loss), warmup=True))
     try:
-        result = measure(model, inputs, method="tracker", loss_fn=loss)
+        result = measure(model, inputs, method=method, loss_fn=loss)
     except TypeError:  # a measure without those options
         result = measure(model, inputs)
     for key in ("activation_peak", "peak_bytes", "peak"):

@@ -16,6 +16,7 @@ from typing import Any, Callable
 
 from . import measured, plots, report, tables
 from .measured import Size, Timing, Tools
+from .tables import Method
 
 Progress = Callable[[str], None]
 
@@ -26,6 +27,7 @@ class Suite:
     table1_networks: tuple[str, ...]
     exact_networks: tuple[str, ...] | None          # None: dp-exact on every network
     measured_sizes: tuple[tuple[str, Size], ...]    # Table 1 measured: network, batch, image
+    measured_methods: tuple[tables.Method, ...]
     seed003_networks: tuple[str, ...]
     seed004_depths: tuple[tuple[str, tuple[int, ...]], ...]
     seed004_transformer: tuple[tuple[str, dict[str, Any]], ...]
@@ -56,7 +58,8 @@ SUITES: dict[str, Suite] = {
         name="quick",
         table1_networks=("vgg19", "unet", "resnet50", "googlenet"),
         exact_networks=("vgg19", "unet", "resnet50"),
-        measured_sizes=(("vgg19", Size(4, 64)), ("resnet50", Size(4, 64))),
+        measured_sizes=(("vgg19", Size(2, 32)), ("resnet50", Size(2, 32))),
+        measured_methods=tuple(m for m in measured.MEASURED_METHODS if m.label != "reforward"),
         seed003_networks=("vgg19", "resnet50", "customnet"),
         seed004_depths=(("resnet", (18, 34, 50, 101)), ("ffn", (4, 8, 16, 32, 64))),
         seed004_transformer=(("base, 2 layers, 64 tokens", {"layers": 2, "seq_len": 64}),),
@@ -64,8 +67,8 @@ SUITES: dict[str, Suite] = {
         fractions=(0.3, 0.5, 0.7, 1.0),
         sweep_solvers=("none", "chen-sqrt", "chen-greedy", "dp-approx", "dp-exact", "reforward",
                        "twremat", "greedy"),
-        measured_tradeoff=(("resnet18", Size(8, 64)),),
-        measured_solvers=("dp-approx", "chen-greedy", "twremat"),
+        measured_tradeoff=(("resnet18", Size(4, 64)),),
+        measured_solvers=("dp-approx", "twremat"),
         measured_fractions=(0.4, 0.7),
         compile_budgets=(0.5, 0.1),
         timing=Timing(repeats=5, warmup=1),
@@ -77,6 +80,8 @@ SUITES: dict[str, Suite] = {
         measured_sizes=tuple((n, Size(8, 224)) for n in ("resnet50", "resnet152", "vgg19", "densenet161",
                                                           "googlenet"))
         + (("unet", Size(2, 188)), ("pspnet", Size(1, 321))),
+        measured_methods=measured.MEASURED_METHODS + (Method("exact-tc", "dp-exact", "time"),
+                                                      Method("exact-mc", "dp-exact", "memory")),
         seed003_networks=("alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet18", "resnet34", "resnet50",
                           "resnet101", "resnet152", "densenet121", "densenet161", "densenet169",
                           "densenet201", "inception_v3", "customnet"),
@@ -123,8 +128,8 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
         results["plots"]["table1_predicted"] = plots.reductions(rows, out / "table1_predicted.png")
     if suite.measured_sizes:
         nets = tuple(n for n, _ in suite.measured_sizes)
-        rows = measured.table1_measured(nets, dict(suite.measured_sizes), tools, timing=suite.timing,
-                                        progress=progress)
+        rows = measured.table1_measured(nets, dict(suite.measured_sizes), tools, suite.measured_methods,
+                                        timing=suite.timing, progress=progress)
         section("table1_measured", rows, figures="MEASURED on this CPU: storage_peak = live-storage "
                 "tracking (remat.measure), profiler_peak = torch.profiler allocator replay; bytes; "
                 "time_ratio = median of per-round ratios to vanilla, round-robin")

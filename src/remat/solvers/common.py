@@ -27,7 +27,7 @@ def stage_plan(graph: Graph, stages: list[list[str]], solver: str, budget: float
     eq2 = max(t.memory for t in terms)
     steps = schedule.from_stages(graph, stages)
     sim = simulate_training(graph, steps)
-    kept = [v for v in graph.order if v in set(p.ids(_union_boundaries(p, stages)))]
+    kept = p.ids(_union_boundaries(p, stages))
     return Plan(
         solver=solver, budget=budget, feasible=within(eq2, budget), schedule=steps, kept=kept,
         stages=[sorted(s, key=p.pos.__getitem__) for s in stages], peak=eq2,

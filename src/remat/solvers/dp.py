@@ -81,8 +81,9 @@ def _pareto(a: np.ndarray, m: np.ndarray, maximize: bool) -> np.ndarray:
 def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
     """Algorithm 1, pull-style over L' in ascending size.
 
-    objective: "min" / "max" total overhead (eq. 1) within ``budget``, or "peak" to minimise
-    the eq. (2) peak itself (the minimal budget, with no budget constraint).
+    objective: "min" / "max" total overhead (eq. 1) within ``budget``; or "feasible", which
+    keeps per lower set only the entry of least cached memory m: feasibility depends on m
+    alone, so this decides exactly whether any sequence fits, much faster.
     Returns the entry arrays and the index of the best entry at V (or None).
     """
     mem_of = np.asarray(p.mem_of, dtype=float)
@@ -95,30 +96,36 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
     words = fam.packed
     for r in range(1, len(fam.masks)):
         # predecessors: proper subsets of L' (all processed already: sets are sorted by size)
-        rows = np.flatnonzero(~(words[:r] & ~words[r]).any(axis=1) & (count[:r] > 0))
+        # ... and, under a finite budget, only those leaving a stage V' small enough to fit:
+        # line 6 needs 2 M(V') + M(δ+...) + M(δ−(δ+...)) <= B since opt[L, t] >= 0
+        close = fam.mem[:r] >= fam.mem[r] - (budget - fam.extra[r]) / 2 - 1e-9
+        rows = np.flatnonzero(close & (count[:r] > 0))
+        rows = rows[~(words[rows] & ~words[r]).any(axis=1)]
         if rows.size == 0:
             continue
         counts = count[rows]
         idx = np.repeat(start[rows] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        e_set, e_a, e_m = ents.set[idx], ents.a[idx], ents.m[idx]
+        owner = np.repeat(np.arange(rows.size), counts)      # entry -> position in rows
+        e_a, e_m = ents.a[idx], ents.m[idx]
+        # per predecessor set L: the terms of lines 6, 9, 10 that do not depend on the entry
         b = fam.boundary[r]
-        in_prev = fam.member[:, b][e_set]                    # ∂(L') ∩ L, per entry
-        d_cost = cost_of[b].sum() - in_prev @ cost_of[b]    # T(∂(L') \ L)
-        d_mem = mem_of[b].sum() - in_prev @ mem_of[b]       # M(∂(L') \ L)
-        stage_mem = e_m + 2 * (fam.mem[r] - fam.mem[e_set]) + fam.extra[r]   # line 6
-        new_m = e_m + d_mem                                                  # line 10
-        if objective == "peak":
-            new_a = np.maximum(e_a, stage_mem)
-            cand = np.arange(idx.size)
-        else:
-            new_a = e_a + (fam.cost[r] - fam.cost[e_set]) - d_cost           # line 9
-            cand = np.flatnonzero(stage_mem <= budget * (1 + 1e-12) + 1e-9)   # line 7
+        in_prev = fam.member[np.ix_(rows, b)]                 # ∂(L') ∩ L
+        d_cost = cost_of[b].sum() - in_prev @ cost_of[b]     # T(∂(L') \ L)
+        d_mem = mem_of[b].sum() - in_prev @ mem_of[b]        # M(∂(L') \ L)
+        stage = 2 * (fam.mem[r] - fam.mem[rows]) + fam.extra[r]
+        step_t = fam.cost[r] - fam.cost[rows] - d_cost       # T(V' \ ∂(L'))
+        stage_mem = e_m + stage[owner]                       # line 6
+        new_m = e_m + d_mem[owner]                           # line 10
+        new_a = e_a + step_t[owner]                                        # line 9
+        cand = np.flatnonzero(stage_mem <= budget * (1 + 1e-12) + 1e-9)   # line 7
         if cand.size == 0:
             continue
-        if budget == float("inf") and objective != "peak":
-            # no memory constraint ahead: m cannot matter, keep the single best entry
-            pick = np.argmax(new_a[cand]) if objective == "max" else np.argmin(new_a[cand])
-            keep = cand[[pick]]
+        if objective == "feasible":
+            keep = cand[[np.argmin(new_m[cand])]]
+        elif budget == float("inf"):
+            # with no memory constraint ahead m cannot matter: keep the single best entry
+            key = -new_a[cand] if objective == "max" else new_a[cand]
+            keep = cand[[np.lexsort((new_m[cand], key))[0]]]
         else:
             keep = cand[_pareto(new_a[cand], new_m[cand], maximize=objective == "max")]
         start[r] = ents.size
@@ -177,11 +184,32 @@ def _family(p: Poset, exact: bool, cap: int) -> _Family:
 
 
 def _dp_min_budget(graph: Graph, exact: bool, cap: int = EXACT_CAP) -> float:
-    """The smallest eq. (2) peak over the family: a bottleneck DP, exact in one pass."""
+    """The smallest budget with a feasible sequence over the family (seed 000 §5.1)."""
     p = Poset.of(graph)
-    fam = _family(p, exact, cap)
-    ents, best = _run_dp(p, fam, float("inf"), "peak")
-    return float(ents.a[best])
+    return _min_peak(p, _family(p, exact, cap), graph)
+
+
+def _min_peak(p: Poset, fam: _Family, graph: Graph) -> float:
+    """Binary search on the budget with the exact feasibility DP; returns the eq. (2) peak of
+    the least-memory sequence found, so that budget is itself feasible."""
+    ents, best = _run_dp(p, fam, float("inf"), "feasible")
+    hi = _peak_of(p, fam, ents, best)
+    lo = 0.0
+    integral = all(float(m).is_integer() for m in p.mem_of)
+    # to the unit on integral sizes up to a million units, else to a millionth of the peak
+    while hi - lo > max(1.0 if integral else 0.0, 1e-6 * hi):
+        mid = (lo + hi) // 2 if integral else (lo + hi) / 2
+        ents, best = _run_dp(p, fam, mid, "feasible")
+        if best is None:
+            lo = mid
+        else:
+            hi = min(mid, _peak_of(p, fam, ents, best))
+    return hi
+
+
+def _peak_of(p: Poset, fam: _Family, ents: "_Entries", best: int) -> float:
+    stages = _trace(p, fam, ents, best)
+    return max(t.memory for t in canonical.stage_terms(p, canonical.lowers_of_stages(p, stages)))
 
 
 def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: str,
@@ -193,8 +221,7 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
     except TooManyLowerSets as e:
         raise ValueError(f"{name}: {e}") from None
     if mode == "memory" and budget is None:
-        ents, best = _run_dp(p, fam, float("inf"), "peak")
-        budget_used = float(ents.a[best])
+        budget_used = _min_peak(p, fam, graph)
     else:
         budget_used = float("inf") if budget is None else float(budget)
     ents, best = _run_dp(p, fam, budget_used, "max" if mode == "memory" else "min")

@@ -314,6 +314,12 @@ class _Formulation:
             freed = [term for terms in frees_after for term in terms]
             self._at_most_budget(present + freed + during)
 
+    def cutoff(self, total_cost: float) -> None:
+        """Only schedules strictly cheaper than one already known (total forward cost)."""
+        bound = total_cost / self.cscale
+        terms = [(r, self.cost[i]) for row in self.R for i, r in enumerate(row)]
+        self.m.row(terms, hi=bound - 1e-7 * max(bound, 1.0))
+
     def _at_most_budget(self, terms: Terms) -> None:
         if self.peak is None:
             self.m.row(terms, hi=self.cap)
@@ -367,15 +373,19 @@ def _run(form: _Formulation, time_limit: float, gap: float, options: dict) -> tu
 @register("milp", min_budget=lambda g, **o: min_peak(g, **o).peak)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
-          backward_order: str = "free", mip_rel_gap: float = 1e-6, **options) -> Plan:
+          backward_order: str = "free", warm_start: bool = True, mip_rel_gap: float = 1e-6,
+          **options) -> Plan:
     """Optimal schedule by mixed-integer programming (Checkmate, HiGHS); small graphs.
 
-    ``time_limit`` (seconds) bounds HiGHS; ``plan.status`` is "optimal", "time_limit" (an
-    incumbent not proven optimal, or none: then feasible=False) or "infeasible". ``runs`` and
-    ``forward_runs`` widen the class of schedules searched (module docstring);
-    ``backward_order="fixed"`` back-propagates in reverse topological order (Checkmate's choice,
-    faster). ``mode`` does not change the program: milp always minimises recompute cost, and
-    ``stats["recompute_lower_bound"]`` is HiGHS's proven bound on it.
+    ``time_limit`` (seconds, the whole call) bounds HiGHS; ``plan.status`` is "optimal",
+    "time_limit" (an incumbent not proven optimal, or none: then feasible=False) or
+    "infeasible". ``runs`` and ``forward_runs`` widen the class of schedules searched (module
+    docstring); ``backward_order="fixed"`` back-propagates in reverse topological order
+    (Checkmate's choice). ``warm_start`` first runs ``auto`` (the fast solvers) and asks HiGHS
+    only for schedules strictly cheaper than its plan, which HiGHS then prunes against (scipy's
+    HiGHS takes no starting solution); if none exists, auto's plan is returned, "optimal" when
+    HiGHS proved that. ``mode`` does not change the program: milp minimises recompute cost, and
+    ``stats["recompute_lower_bound"]`` is the proven bound on it for the class.
     """
     started = time.perf_counter()
     _check_options(time_limit, runs, forward_runs, backward_order)
@@ -383,19 +393,48 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     if within(simulate_training(graph, vanilla).peak, budget):  # nothing to recompute: least cost
         return _plan(graph, vanilla, budget, started, mode, "optimal",
                      "the vanilla step fits; nothing to recompute", {"shortcut": "vanilla"})
+    known = _incumbent(graph, budget) if warm_start else None
     form = _Formulation(graph, float(budget), runs, forward_runs, backward_order == "fixed")
+    if known is not None:
+        form.cutoff(graph.total_cost() + known.recompute_cost)
     left = max(time_limit - (time.perf_counter() - started), 0.01)
     status, res, stats = _run(form, left, mip_rel_gap, {"runs": runs, "forward_runs": forward_runs,
                                                         "backward_order": backward_order})
-    if stats["highs_dual_bound"] is not None:
-        stats["recompute_lower_bound"] = max(stats["highs_dual_bound"] * form.cscale - graph.total_cost(), 0.0)
-    if res.x is None:
-        msg = (f"no schedule of milp's class fits budget {budget:g} (proved by HiGHS); "
-               f"remat.min_budget(graph, solver='milp') gives the least that does"
-               if status == "infeasible" else f"HiGHS found no schedule within {time_limit:g} s ({res.message})")
-        return Plan(solver="milp", budget=budget, feasible=False, mode=mode, status=status,
-                    message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
-    return _plan(graph, form.steps(res.x), budget, started, mode, status, "", stats)
+    bound = stats["highs_dual_bound"]
+    if bound is not None:
+        stats["recompute_lower_bound"] = max(bound * form.cscale - graph.total_cost(), 0.0)
+    if res.x is not None:
+        return _plan(graph, form.steps(res.x), budget, started, mode, status, "", stats)
+    if known is not None:  # nothing cheaper than auto's plan: infeasible here proves it optimal
+        stats["incumbent"] = known.stats.get("chosen")
+        cost = known.recompute_cost
+        if status == "infeasible":
+            stats["recompute_lower_bound"] = cost
+        elif "recompute_lower_bound" in stats:
+            stats["recompute_lower_bound"] = min(stats["recompute_lower_bound"], cost)
+        return _plan(graph, known.schedule, budget, started, mode,
+                     "optimal" if status == "infeasible" else "time_limit",
+                     f"no schedule of milp's class is cheaper than {stats['incumbent']}'s", stats)
+    msg = (f"no schedule of milp's class fits budget {budget:g} (proved by HiGHS); "
+           f"remat.min_budget(graph, solver='milp') gives the least that does"
+           if status == "infeasible" else f"HiGHS found no schedule within {time_limit:g} s ({res.message})")
+    return Plan(solver="milp", budget=budget, feasible=False, mode=mode, status=status,
+                message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
+
+
+def _incumbent(graph: Graph, budget: float) -> Plan | None:
+    """The best plan of the fast solvers (``auto``) whose simulated peak fits, if any."""
+    from . import get  # the registry is complete by the time a solver runs
+
+    try:
+        plan = get("auto").fn(graph, budget, mode="time", problem="training")
+    except ValueError:  # auto not installed in this build
+        return None
+    if not plan.feasible or not plan.schedule:
+        return None
+    sim = simulate_training(graph, plan.schedule)
+    plan.recompute_cost = sim.recompute_cost  # the cost by the one accounting milp also uses
+    return plan if within(sim.peak, budget) else None
 
 
 def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,

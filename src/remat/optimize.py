@@ -1,0 +1,274 @@
+"""``remat.optimize``: model + example inputs + budget -> a module that trains within the budget.
+
+The front-end of the whole spine (DESIGN.md): capture the model (``remat.capture``), turn the
+budget into bytes, run the solver(s), judge every plan by the simulation of the schedule the
+runtime really executes (``runtime.predict``: the kept set, recomputed on demand), wrap the
+cheapest one that fits (``runtime.RematModule``), and, with ``verify=True``, run one real step
+to check the *measured* peak. If the measurement is over the budget, the planning budget is
+tightened by the measured excess and the solvers run again, a few rounds at most; if the budget
+still cannot be met the error says by how much.
+
+Budget: bytes (int/float), a size string (``"2GiB"``, ``"512MB"``, ``"300 KiB"``) or a percentage
+of the vanilla step's activation peak (``"40%"``; the vanilla peak is the simulated peak of the
+plain schedule on the captured graph, which the measurement tests show to be within a few percent
+of PyTorch's own).
+
+Tolerance: the measured peak may exceed the budget by ``tolerance`` (relative, default 1%)
+before a re-plan. On CPU the tracker counts storage bytes exactly, so the slack only covers
+what no graph node models: RNG states kept for dropout replay (5 KiB each), 0-dim loss
+scalars. On CUDA the caching allocator rounds every block up to 512 bytes, which a
+graph of N live values can add N * 512 bytes to; 1% covers that for tensors of 50 KB and more.
+
+Tested against the runtime and measure modules on real models (tests/test_optimize.py): gradient
+equality for every solver, measured peak within budget, error messages for bad input.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from . import schedule, solvers
+from .api import min_budget
+from .capture import Program, trace
+from .graph import Graph
+from .measure import measure
+from .plan import Plan
+from .runtime import Compiled, RematModule, predict
+from .simulate import simulate
+
+UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
+         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
+RELAX = (1.0, 1.5)  # planning budgets tried by auto for stage solvers, whose eq. (2) over-estimates
+
+
+class BudgetError(ValueError):
+    """No plan trains within the budget; the message gives the smallest budget that works."""
+
+
+def parse_budget(budget: int | float | str, vanilla_peak: float) -> float:
+    """Bytes from ``2_000_000``, ``"2GiB"``, ``"512 MB"`` or ``"40%"`` (of ``vanilla_peak``)."""
+    if isinstance(budget, bool) or budget is None:
+        raise ValueError(f"budget must be bytes, a size like '2GiB' or a percentage like '40%', got {budget!r}")
+    if isinstance(budget, (int, float)):
+        if budget < 0 or math.isnan(budget):
+            raise ValueError(f"budget must be non-negative, got {budget!r}")
+        return float(budget)
+    text = str(budget).strip().lower().replace(" ", "")
+    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)(%|[kmgt]?i?b)?", text)
+    if not m:
+        raise ValueError(f"cannot read budget {budget!r}: use bytes (2000000), a size ('2GiB', '512MB') "
+                         f"or a percentage of the vanilla peak ('40%')")
+    value, unit = float(m.group(1)), m.group(2) or "b"
+    if unit == "%":
+        return value / 100.0 * vanilla_peak
+    return value * UNITS[unit]
+
+
+def fmt_bytes(n: float) -> str:
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+@dataclass
+class Choice:
+    """A plan and the simulation of the schedule the runtime executes for it."""
+
+    plan: Plan
+    peak: float
+    recompute_cost: float
+    planning_budget: float | None
+    tried: list[dict] = field(default_factory=list)
+
+
+def candidates(solver: str) -> list[str]:
+    """Solvers ``solver`` stands for: itself, or for ``auto`` every installed default candidate."""
+    if solver != "auto":
+        solvers.get(solver)  # unknown names raise, listing the known ones
+        return [solver]
+    from .solvers.auto import DEFAULT_CANDIDATES
+    known = set(solvers.names("training"))
+    return [s for s in DEFAULT_CANDIDATES if s in known]
+
+
+def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time",
+           factors: tuple[float, ...] | None = None) -> Choice | None:
+    """The cheapest plan whose executed schedule fits ``budget`` (None if none fits).
+
+    Each candidate is asked at planning budgets ``budget * f``; what counts is
+    ``runtime.predict`` of its kept set, not the solver's own peak.
+    """
+    best: Choice | None = None
+    tried: list[dict] = []
+    for name in candidates(solver):
+        fs = factors or (RELAX if solver == "auto" and name.startswith("dp-") else (1.0,))
+        for f in fs:
+            try:
+                plan = solvers.get(name).fn(graph, budget * f, mode=mode, problem="training")
+            except (ValueError, RuntimeError) as e:  # solvers refuse graphs they cannot handle
+                tried.append({"solver": name, "skipped": str(e)})
+                break
+            if not plan.schedule:
+                tried.append({"solver": name, "planning_budget": budget * f, "feasible": False})
+                continue
+            sim = predict(graph, plan.kept)
+            fits = sim.peak <= budget
+            tried.append({"solver": name, "planning_budget": budget * f, "predicted_peak": sim.peak,
+                          "recompute_cost": sim.recompute_cost, "fits": fits})
+            if fits and (best is None or (sim.recompute_cost, sim.peak) < (best.recompute_cost, best.peak)):
+                best = Choice(plan, sim.peak, sim.recompute_cost, budget * f)
+    if best is not None:
+        best.tried = tried
+    return best
+
+
+def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int = 3) -> Choice:
+    """``choose`` at the budget, then at tighter planning budgets if the executed schedule is over."""
+    target = budget
+    for _ in range(rounds):
+        c = choose(graph, target, solver, mode)
+        if c is not None and c.peak <= budget:
+            return c
+        over = _lowest_prediction(graph, target, solver, mode)
+        if over is None or over <= 0:
+            break
+        target = target * min(0.95, budget / over)
+    raise _too_small(graph, budget, solver, mode)
+
+
+def _lowest_prediction(graph: Graph, budget: float, solver: str, mode: str) -> float | None:
+    lows = []
+    for name in candidates(solver):
+        try:
+            plan = solvers.get(name).fn(graph, budget, mode=mode, problem="training")
+        except (ValueError, RuntimeError):
+            continue
+        if plan.schedule:
+            lows.append(predict(graph, plan.kept).peak)
+    return min(lows) if lows else None
+
+
+def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
+    """Smallest budget the runtime can be planned for with ``solver`` (min over auto's candidates)."""
+    best = math.inf
+    for name in candidates(solver):
+        try:
+            b = min_budget(graph, solver=name, mode=mode)
+            plan = solvers.get(name).fn(graph, b, mode=mode, problem="training")
+        except (ValueError, RuntimeError):
+            continue
+        if plan.schedule:
+            best = min(best, max(b, predict(graph, plan.kept).peak))
+    return best
+
+
+def _too_small(graph: Graph, budget: float, solver: str, mode: str) -> BudgetError:
+    vanilla = vanilla_peak(graph)
+    low = smallest_budget(graph, solver, mode)
+    return BudgetError(
+        f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak "
+        f"{fmt_bytes(vanilla)}) is below the minimum: the smallest budget {solver} can meet on "
+        f"{graph.name} is {fmt_bytes(low)} ({100 * low / vanilla:.1f}%, {int(math.ceil(low))} bytes)")
+
+
+def vanilla_peak(graph: Graph) -> float:
+    """Simulated activation peak of the plain training step: the base of percentage budgets."""
+    return simulate(graph, schedule.vanilla(graph)).peak
+
+
+def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str = "auto",
+             mode: str = "time", *, cost: str = "flops", verify: bool = True, rounds: int = 3,
+             tolerance: float = 0.01) -> RematModule:
+    """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
+
+    ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
+    (every default candidate, the cheapest executed plan that fits). ``verify``: run one real
+    step (model state, gradients and RNG restored afterwards) and re-plan, at most ``rounds``
+    times, while the measured peak exceeds ``budget * (1 + tolerance)``.
+    """
+    if mode not in ("time", "memory"):
+        raise ValueError(f"mode must be 'time' or 'memory', got {mode!r}")
+    candidates(solver)
+    program = trace(model, example_inputs, cost=cost)
+    graph = program.graph
+    vanilla = vanilla_peak(graph)
+    target = parse_budget(budget, vanilla)
+    choice = plan_within(graph, target, solver, mode)
+    report: dict[str, Any] = {"budget": target, "vanilla_predicted_peak": vanilla}
+
+    def replan(args: tuple, kwargs: dict) -> Compiled:
+        p = trace(model, kwargs if not args else (args if not kwargs else _no_mix()), cost=cost)
+        b = parse_budget(budget, vanilla_peak(p.graph))
+        c = plan_within(p.graph, b, solver, mode)
+        return Compiled.of(p, c.plan.kept, c.plan)
+
+    module = RematModule(model, Compiled.of(program, choice.plan.kept, choice.plan), replan=replan)
+    if verify:
+        choice = _verify(module, program, example_inputs, target, choice, solver, mode, rounds, tolerance, report)
+    report.update(_summary(choice))
+    module.report = report
+    return module
+
+
+def _no_mix() -> Any:
+    raise RuntimeError("remat: re-planning needs inputs passed all positionally or all by keyword")
+
+
+def _summary(c: Choice) -> dict[str, Any]:
+    return {"solver": c.plan.solver, "mode": c.plan.mode, "predicted_peak": c.peak,
+            "recompute_cost": c.recompute_cost, "planning_budget": c.planning_budget,
+            "kept": len(c.plan.kept), "tried": c.tried}
+
+
+def _verify(module: RematModule, program: Program, inputs: Any, budget: float, choice: Choice, solver: str,
+            mode: str, rounds: int, tolerance: float, report: dict) -> Choice:
+    graph = program.graph
+    target = choice.planning_budget if choice.planning_budget is not None else budget
+    for k in range(rounds + 1):
+        measured = measure_restoring(module, inputs)
+        report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
+        if measured.peak <= budget * (1 + tolerance):
+            return choice
+        if k == rounds:
+            break
+        target = target * min(0.97, budget / measured.peak)
+        try:
+            choice = plan_within(graph, target, solver, mode, rounds=1)
+        except BudgetError:
+            break
+        module.compiled = module._plans[program.key] = Compiled.of(program, choice.plan.kept, choice.plan)
+    over = report["measured_peak"] - budget
+    raise BudgetError(
+        f"budget {fmt_bytes(budget)} cannot be met on the real step: the best plan ({choice.plan.solver}) "
+        f"measured {fmt_bytes(report['measured_peak'])} ({report['method']}), {fmt_bytes(over)} "
+        f"({100 * over / budget:.1f}%) over; predicted {fmt_bytes(choice.peak)}. Raise the budget by at "
+        f"least that much")
+
+
+def measure_restoring(module: nn.Module, inputs: Any):
+    """``measure`` one step, then put back gradients, buffers (BatchNorm statistics) and RNG."""
+    grads = {p: (None if p.grad is None else p.grad.detach().clone()) for p in module.parameters()}
+    buffers = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()
+               if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)}
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        return measure(module, inputs, warmup=0)
+    finally:
+        for p, g in grads.items():
+            p.grad = g
+        with torch.no_grad():
+            for k, v in module.state_dict(keep_vars=True).items():
+                if k in buffers:
+                    v.copy_(buffers[k])
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
+
