@@ -1,6 +1,6 @@
 """Planning speed of the seed 000 solvers on the paper's graphs (issue 2's speed figures).
 
-    .venv/bin/python bench/bench_planning.py
+    .venv/bin/python bench/bench_planning.py [NETWORK ...]
 
 Reads bench/graphs/<name>.json (written by bench/make_graphs.py), times each solver several
 times (median), and writes bench/results/planning_speed.json. Seed 000 reports dp-approx under
@@ -57,8 +57,9 @@ def bench_network(name: str) -> dict:
 
 
 def main() -> None:
+    import sys
     rows = []
-    for name in NETWORKS:
+    for name in sys.argv[1:] or NETWORKS:
         if not (ROOT / "graphs" / f"{name}.json").exists():
             print(f"skip {name}: no bench/graphs/{name}.json (run bench/make_graphs.py)")
             continue
@@ -66,7 +67,8 @@ def main() -> None:
         r = rows[-1]
         print(name, r["nodes"], "nodes,", r["lower_sets"], "lower sets;",
               {s: r[s].get("time", {}).get("solve_seconds") for s in ("dp-approx", "dp-exact")})
-    out = ROOT / "results" / "planning_speed.json"
+    suffix = "" if len(sys.argv) == 1 else "_" + "_".join(sys.argv[1:])
+    out = ROOT / "results" / f"planning_speed{suffix}.json"
     out.write_text(json.dumps({**provenance(), "rows": rows}, indent=1))
     print("wrote", out)
 

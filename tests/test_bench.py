@@ -184,12 +184,12 @@ def fake_tools() -> Tools:
         torch.manual_seed(0)
         return Net(), (torch.randn(batch, 64),)
 
-    def optimize(model, inputs, budget, solver, mode="time"):
+    def optimize(model, inputs, budget, solver, mode="time", verify=True):
         return peers.checkpoint_blocks(model)[0]
 
     return Tools(build=build, loss=zoo.loss, optimize=optimize, measure=None,
                  capture=lambda model, inputs: remat.Graph.chain(3),
-                 min_budget=lambda g, solver, mode: 1.0, predict=lambda g, b, s, m: 7.0)
+                 min_budget=lambda g, solver, mode: 1.0, predict=lambda g, b, s, m: (5.0, 7.0))
 
 
 def test_table1_measured_rows_are_consistent():
@@ -202,7 +202,8 @@ def test_table1_measured_rows_are_consistent():
         assert r["status"] == "ok" and r["batch"] == 128
         assert r["reduction_profiler"] == pytest.approx(1 - r["profiler_peak"] / v["profiler_peak"])
         assert r["predicted_peak"] == 7.0
-    assert by["approx-tc"]["budget"] == 1.0 and by["chen"]["budget"] is None
+    # optimize is asked for max(the plan's own peak, the minimal budget) first
+    assert by["approx-tc"]["budget"] == 5.0 and by["chen"]["budget"] == 5.0
     assert by["approx-tc"]["profiler_peak"] < v["profiler_peak"]
 
 
@@ -222,12 +223,28 @@ def test_tradeoff_measured_with_peers():
     for r in rows:
         assert r["memory_ratio"] == pytest.approx(r["profiler_peak"] / by["vanilla"]["profiler_peak"])
     assert by["checkpoint per block"]["blocks"][0] == "stem (2 segments)"
+    assert all("storage_peak" not in r for r in rows)  # no remat.measure, no storage tracking
+
+
+def test_tradeoff_measured_reads_remat_measure_for_both_methods():
+    calls = []
+
+    def measure(model, inputs, method, loss_fn):
+        calls.append(method)
+        return {"peak": 100.0 if method == "profiler" else 40.0}
+
+    tools = replace(fake_tools(), measure=measure)
+    rows = tradeoff_measured("net", Size(8), tools, ["dp-approx"], [0.5], compile_budgets=(),
+                             timing=Timing(repeats=1, warmup=0))
+    assert calls == ["profiler"] * 3 + ["tracker"] * 3
+    assert [(r["profiler_peak"], r["storage_peak"], r["memory_ratio"]) for r in rows] == [(100.0, 40.0, 1.0)] * 3
 
 
 # ---- plots, report, the whole suite ---------------------------------------------------------------
 def tiny_suite() -> Suite:
     return Suite(name="tiny", table1_networks=("vgg11",), exact_networks=None,
                  measured_sizes=(("net", Size(32)),), measured_methods=measured.MEASURED_METHODS[:2],
+                 measured_peaks=("profiler",),
                  seed003_networks=("vgg11",),
                  seed004_depths=(("ffn", (2, 3)),), seed004_transformer=(),
                  tradeoff_networks=("vgg11",), fractions=(0.5, 1.0), sweep_solvers=("none", "dp-approx"),
@@ -267,4 +284,4 @@ def test_cli_parses_bench_and_suites_restrict_to_networks():
     assert (args.suite, args.out, args.networks) == ("paper", "x", "vgg19")
     only = SUITES["quick"].only(("vgg19",))
     assert only.table1_networks == ("vgg19",) and only.tradeoff_networks == ()
-    assert only.measured_sizes == (("vgg19", Size(2, 32)),) and only.seed004_transformer == ()
+    assert only.measured_sizes == () and SUITES["quick"].only(("resnet50",)).measured_sizes and only.seed004_transformer == ()

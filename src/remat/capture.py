@@ -321,8 +321,8 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
                     saved.setdefault(n.name, []).extend(owners_of[hit[0]])
             rep.pending.clear()
             steps.append(Step(
-                name=n.name, target=n.target, args=n.args, kwargs=dict(n.kwargs), kind=kind, reads=reads,
-                owners=owners, random=_is_random(n.target), mutates_state=_mutates_args(n.target)))
+                name=n.name, target=_eager_equivalent(n.target), args=n.args, kwargs=dict(n.kwargs), kind=kind,
+                reads=reads, owners=owners, random=_is_random(n.target), mutates_state=_mutates_args(n.target)))
             if kind == "op":
                 inputs = tuple(dict.fromkeys(o for r in reads for o in owners_of[r]))
                 specs.append((n.name, new_bytes, _cost(cost, n, flops, out), inputs, _op_name(n.target)))
@@ -370,6 +370,32 @@ def _is_write_back(n: torch.fx.Node, kind_of: dict[str, str]) -> bool:
     """functionalize's trailing ``copy_(buffer, new_value)``: a side effect on model state."""
     return (n.target is torch.ops.aten.copy_.default and isinstance(n.args[0], torch.fx.Node)
             and kind_of.get(n.args[0].name) == "placeholder")
+
+
+def _bernoulli_p(x: torch.Tensor, p: float = 0.5, *, generator: Any = None) -> torch.Tensor:
+    return torch.empty_like(x).bernoulli_(p, generator=generator)
+
+
+def _bernoulli_t(x: torch.Tensor, p: torch.Tensor, *, generator: Any = None) -> torch.Tensor:
+    return torch.empty_like(x).bernoulli_(p, generator=generator)
+
+
+def _uniform(x: torch.Tensor, low: float = 0.0, high: float = 1.0, *, generator: Any = None) -> torch.Tensor:
+    return torch.empty_like(x).uniform_(low, high, generator=generator)
+
+
+def _eager_equivalent(target: Any) -> Any:
+    """The in-place random op that functionalization replaced, run on a stride-preserving copy.
+
+    Eager dropout draws into ``empty_like(x).bernoulli_(p)``, whose layout follows x; the
+    functional ``bernoulli.p`` allocates a contiguous result, so on a non-contiguous x it draws
+    the same numbers into different elements. Replaying the in-place form keeps masks identical.
+    """
+    return _EAGER_RANDOM.get(target, target)
+
+
+_EAGER_RANDOM = {torch.ops.aten.bernoulli.p: _bernoulli_p, torch.ops.aten.bernoulli.Tensor: _bernoulli_t,
+                 torch.ops.aten.uniform.default: _uniform}
 
 
 def _is_random(target: Any) -> bool:

@@ -9,9 +9,11 @@ tightened by the measured excess and the solvers run again, a few rounds at most
 still cannot be met the error says by how much.
 
 Budget: bytes (int/float), a size string (``"2GiB"``, ``"512MB"``, ``"300 KiB"``) or a percentage
-of the vanilla step's activation peak (``"40%"``; the vanilla peak is the simulated peak of the
-plain schedule on the captured graph, which the measurement tests show to be within a few percent
-of PyTorch's own).
+of the vanilla step's activation peak (``"40%"``). With ``verify`` the vanilla peak is measured on
+the plain model (one step, state restored), so a percentage is of what PyTorch really uses, in-place
+ops included; without it (and when a new input shape re-plans) it is the simulated peak of the
+plain schedule on the captured graph, which is higher for models with in-place ops because the
+runtime executes them out of place.
 
 Tolerance: the measured peak may exceed the budget by ``tolerance`` (relative, default 1%)
 before a re-plan. On CPU the tracker counts storage bytes exactly, so the slack only covers
@@ -44,7 +46,10 @@ from .simulate import simulate
 
 UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
          "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
-RELAX = (1.0, 1.5)  # planning budgets tried by auto for stage solvers, whose eq. (2) over-estimates
+# planning budgets tried, as multiples of the budget: a solver's own peak model (eq. 2 for stage
+# solvers) often over-estimates the executed schedule's simulated peak, so asking for more can
+# still yield a plan that fits
+RELAX = (1.0, 1.25, 1.5, 2.0)
 
 
 class BudgetError(ValueError):
@@ -108,7 +113,7 @@ def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time"
     best: Choice | None = None
     tried: list[dict] = []
     for name in candidates(solver):
-        fs = factors or (RELAX if solver == "auto" and name.startswith("dp-") else (1.0,))
+        fs = factors or RELAX
         for f in fs:
             try:
                 plan = solvers.get(name).fn(graph, budget * f, mode=mode, problem="training")
@@ -124,12 +129,15 @@ def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time"
                           "recompute_cost": sim.recompute_cost, "fits": fits})
             if fits and (best is None or (sim.recompute_cost, sim.peak) < (best.recompute_cost, best.peak)):
                 best = Choice(plan, sim.peak, sim.recompute_cost, budget * f)
+            if not fits:  # a larger planning budget only gives larger plans
+                break
     if best is not None:
         best.tried = tried
     return best
 
 
-def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int = 3) -> Choice:
+def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int = 3,
+                base: float | None = None) -> Choice:
     """``choose`` at the budget, then at tighter planning budgets if the executed schedule is over."""
     target = budget
     for _ in range(rounds):
@@ -140,7 +148,7 @@ def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int
         if over is None or over <= 0:
             break
         target = target * min(0.95, budget / over)
-    raise _too_small(graph, budget, solver, mode)
+    raise _too_small(graph, budget, solver, mode, base)
 
 
 def _lowest_prediction(graph: Graph, budget: float, solver: str, mode: str) -> float | None:
@@ -165,12 +173,12 @@ def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
         except (ValueError, RuntimeError):
             continue
         if plan.schedule:
-            best = min(best, max(b, predict(graph, plan.kept).peak))
+            best = min(best, predict(graph, plan.kept).peak)
     return best
 
 
-def _too_small(graph: Graph, budget: float, solver: str, mode: str) -> BudgetError:
-    vanilla = vanilla_peak(graph)
+def _too_small(graph: Graph, budget: float, solver: str, mode: str, base: float | None = None) -> BudgetError:
+    vanilla = base if base is not None else vanilla_peak(graph)
     low = smallest_budget(graph, solver, mode)
     return BudgetError(
         f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak "
@@ -199,9 +207,11 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     program = trace(model, example_inputs, cost=cost)
     graph = program.graph
     vanilla = vanilla_peak(graph)
-    target = parse_budget(budget, vanilla)
-    choice = plan_within(graph, target, solver, mode)
-    report: dict[str, Any] = {"budget": target, "vanilla_predicted_peak": vanilla}
+    report: dict[str, Any] = {"vanilla_predicted_peak": vanilla}
+    if verify:  # percentages are of what PyTorch really uses, in-place ops included
+        report["vanilla_measured_peak"] = measure_restoring(model, example_inputs).peak
+    target = report["budget"] = parse_budget(budget, report.get("vanilla_measured_peak", vanilla))
+    choice = plan_within(graph, target, solver, mode, base=report.get("vanilla_measured_peak"))
 
     def replan(args: tuple, kwargs: dict) -> Compiled:
         p = trace(model, kwargs if not args else (args if not kwargs else _no_mix()), cost=cost)
@@ -240,7 +250,7 @@ def _verify(module: RematModule, program: Program, inputs: Any, budget: float, c
             break
         target = target * min(0.97, budget / measured.peak)
         try:
-            choice = plan_within(graph, target, solver, mode, rounds=1)
+            choice = plan_within(graph, target, solver, mode, rounds=1, base=report.get("vanilla_measured_peak"))
         except BudgetError:
             break
         module.compiled = module._plans[program.key] = Compiled.of(program, choice.plan.kept, choice.plan)

@@ -31,7 +31,8 @@ identical, measured peak within 10% of ``predict``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import weakref
+from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
@@ -39,7 +40,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from . import schedule
-from .capture import Output, Program, Step, signature, split_inputs
+from .capture import Output, Program, Step, signature
 from .graph import Graph
 from .simulate import Simulation, simulate
 
@@ -156,7 +157,6 @@ class _Step:
         return env
 
     def _register(self, name: str, value: Any) -> None:
-        import weakref
         if isinstance(value, torch.Tensor):
             self.ident[id(value)] = (weakref.ref(value), name, None)
         elif isinstance(value, (tuple, list)):

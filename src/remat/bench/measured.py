@@ -45,15 +45,21 @@ class Tools:
     measure: Callable[..., Any] | None = None
     capture: Callable[..., Any] | None = None
     min_budget: Callable[..., float] | None = None
-    predict: Callable[..., float] | None = None  # (graph, budget, solver, mode) -> simulated peak
+    # (graph, budget, solver, mode) -> (the solver's own peak, the predicted peak of the step run)
+    predict: Callable[..., tuple[float, float]] | None = None
 
     @classmethod
     def default(cls) -> "Tools":
         import remat
         from remat import zoo
 
-        def predict(graph: Any, budget: float | None, solver: str, mode: str) -> float:
-            return remat.simulate(graph, remat.solve(graph, budget, solver=solver, mode=mode)).peak
+        def predict(graph: Any, budget: float | None, solver: str, mode: str) -> tuple[float, float]:
+            plan = remat.solve(graph, budget, solver=solver, mode=mode)
+            try:  # the schedule the runtime executes for the kept set (recompute on demand)
+                from remat.runtime import predict as executed
+                return plan.peak, executed(graph, plan.kept).peak
+            except ImportError:
+                return plan.peak, remat.simulate(graph, plan).peak
 
         return cls(build=zoo.build, loss=zoo.loss, optimize=_library("optimize"),
                    measure=_library("measure"), capture=_library("capture"),
@@ -98,16 +104,49 @@ class Timing:
     warmup: int = 1
 
 
-def _optimized(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m: Method) -> tuple[nn.Module, Any]:
-    """The optimized module of method ``m`` and the budget it was planned for (bytes or None)."""
+def _optimize(tools: Tools, model: nn.Module, inputs: tuple, budget: float | str, solver: str,
+              mode: str = "time") -> nn.Module:
+    """``remat.optimize`` without its verification step: the suite measures every plan anyway."""
+    try:
+        return tools.optimize(model, inputs, budget=budget, solver=solver, mode=mode, verify=False)
+    except TypeError:  # an optimize without verify=
+        return tools.optimize(model, inputs, budget=budget, solver=solver, mode=mode)
+
+
+def _optimized(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m: Method
+               ) -> tuple[nn.Module, float, float]:
+    """The optimized module of method ``m``, the budget it was asked for, its predicted peak.
+
+    The plan of the table is the solver's at its minimal budget (or at no budget, for Chen's
+    own grid choice). ``remat.optimize`` takes a budget in bytes: first the plan's own peak
+    (eq. 2 for stage solvers), which makes the solver choose that plan again; if the executed
+    schedule does not fit it, the predicted peak of that schedule.
+    """
     budget = tools.min_budget(graph, solver=m.solver, mode="time") if m.minimal else None
-    return tools.optimize(model, inputs, budget=budget, solver=m.solver, mode=m.mode), budget
+    own, executed = tools.predict(graph, budget, m.solver, m.mode)
+    error: Exception | None = None
+    for ask in dict.fromkeys((max(own, budget or 0.0), executed)):
+        try:
+            module = _optimize(tools, model, inputs, ask, m.solver, m.mode)
+        except ValueError as e:  # the budget error of remat.optimize: try the next budget
+            error = e
+            continue
+        # remat.optimize reports the prediction of the plan it chose, which is what runs.
+        report = getattr(module, "report", None)
+        chosen = report.get("predicted_peak") if isinstance(report, dict) else None
+        return module, ask, float(chosen) if chosen is not None else executed
+    raise error  # type: ignore[misc]
 
 
 def table1_measured(networks: Iterable[str], sizes: dict[str, Size], tools: Tools,
                     methods: Iterable[Method] = MEASURED_METHODS, timing: Timing = Timing(),
+                    peaks: tuple[str, ...] = ("tracker", "profiler"),
                     progress: Progress = _quiet) -> list[dict[str, Any]]:
-    """Seed 000 Table 1's methods, run for real; one row per (network, method)."""
+    """Seed 000 Table 1's methods, run for real; one row per (network, method).
+
+    ``peaks``: the measurement methods to run ("tracker": ``storage_peak``, live-storage
+    tracking by remat.measure; "profiler": ``profiler_peak``); each costs two steps per method.
+    """
     missing = tools.missing()
     rows: list[dict[str, Any]] = []
     for net in networks:
@@ -123,25 +162,25 @@ def table1_measured(networks: Iterable[str], sizes: dict[str, Size], tools: Tool
         steps: dict[str, Step] = {}
         for m in methods:
             progress(f"table 1 (measured): {net} {m.label}")
-            rows.append({**label, **_measure_method(tools, model, inputs, graph, m, steps)})
+            rows.append({**label, **_measure_method(tools, model, inputs, graph, m, steps, peaks)})
         progress(f"table 1 (measured): {net} timing {len(steps)} methods round-robin")
         _attach_times(rows, steps, net, timing)
     return rows
 
 
 def _measure_method(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m: Method,
-                    steps: dict[str, Step]) -> dict[str, Any]:
+                    steps: dict[str, Step], peaks: tuple[str, ...]) -> dict[str, Any]:
     row: dict[str, Any] = {"method": m.label, "solver": m.solver, "mode": m.mode}
     try:
         if m.solver == "none":
-            module, budget = model, None
+            module, budget, predicted = model, None, tools.predict(graph, None, "none", "time")[1]
         else:
-            module, budget = _optimized(tools, model, inputs, graph, m)
+            module, budget, predicted = _optimized(tools, model, inputs, graph, m)
         step = train_step(module, inputs, tools.loss)
-        row.update(budget=budget, predicted_peak=tools.predict(graph, budget, m.solver, m.mode),
-                   profiler_peak=measured_peak(tools.measure, module, inputs, tools.loss, "profiler"),
-                   status="ok")
-        if tools.measure is not None:
+        row.update(budget=budget, predicted_peak=predicted, status="ok")
+        if "profiler" in peaks:
+            row["profiler_peak"] = measured_peak(tools.measure, module, inputs, tools.loss, "profiler")
+        if "tracker" in peaks and tools.measure is not None:
             row["storage_peak"] = measured_peak(tools.measure, module, inputs, tools.loss, "tracker")
     except Exception as e:  # one method failing must not lose the others' figures
         return {**row, "status": "failed", "message": f"{type(e).__name__}: {e}"}
@@ -189,8 +228,8 @@ def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable
             progress(f"trade-off (measured): {net} {name}")
             rows.append(_candidate(modules, {**label, "method": name, "kind": "remat", "solver": solver,
                                              "fraction": f},
-                                   lambda s=solver, f=f: (tools.optimize(model, inputs, budget=f"{round(f * 100)}%",
-                                                                         solver=s), {})))
+                                   lambda s=solver, f=f: (_optimize(tools, model, inputs, f"{round(f * 100)}%", s),
+                                                          {})))
     if tools.missing():
         rows.append({**label, "method": "remat solvers", "kind": "remat", "status": "unavailable",
                      "message": f"remat.{', remat.'.join(tools.missing())} not available"})
@@ -203,6 +242,13 @@ def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable
         if r.get("status") == "ok":
             r.update(profiler_peak=peaks[r["method"]], memory_ratio=peaks[r["method"]] / peaks["vanilla"],
                      time_ratio=ratios[r["method"]])
+    if tools.measure is not None:
+        # Live-storage tracking (op level, remat's planning scale) where it applies: not under
+        # torch.compile, which runs eager inside a dispatch mode. Taken after the timing, last.
+        progress(f"trade-off (measured): {net} storage tracking of the eager steps")
+        for r in rows:
+            if r.get("status") == "ok" and not r["method"].startswith("torch.compile"):
+                r["storage_peak"] = measured_peak(tools.measure, modules[r["method"]], inputs, tools.loss, "tracker")
     return rows
 
 

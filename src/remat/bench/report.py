@@ -53,14 +53,16 @@ def headline(sections: dict[str, Rows]) -> Rows:
                        predicted_time_ratio=best["time_ratio"])
         mine = [r for r in meas if r["network"] == net]
         vanilla = next((r for r in mine if r.get("solver") == "none" and r.get("status") == "ok"), None)
-        best = _best(mine, "profiler_peak")
+        kind = "profiler" if vanilla and vanilla.get("profiler_peak") else "storage"
+        best = _best(mine, f"{kind}_peak")
         tc = next((r for r in mine if r.get("method") == "approx-tc" and r.get("status") == "ok"), None)
         if vanilla and best:
             row.update(measured_size=f"batch {vanilla['batch']}, {vanilla.get('image_size') or '-'} px",
-                       measured_vanilla=vanilla["profiler_peak"], measured_best=best["method"],
-                       measured_reduction=best.get("reduction_profiler"), measured_time_ratio=best.get("time_ratio"),
+                       measured_method="profiler" if kind == "profiler" else "storage tracking",
+                       measured_vanilla=vanilla[f"{kind}_peak"], measured_best=best["method"],
+                       measured_reduction=best.get(f"reduction_{kind}"), measured_time_ratio=best.get("time_ratio"),
                        tc_time_ratio=tc.get("time_ratio") if tc else None,
-                       tc_reduction=tc.get("reduction_profiler") if tc else None)
+                       tc_reduction=tc.get(f"reduction_{kind}") if tc else None)
         out.append(row)
     return out
 
@@ -68,11 +70,12 @@ def headline(sections: dict[str, Rows]) -> Rows:
 def _headline_md(rows: Rows) -> str:
     return md_table(
         ["network", "paper batch", "vanilla (pred.)", "best plan (pred.)", "reduction (pred.)",
-         "time ratio (pred.)", "measured at", "vanilla (meas.)", "best (meas.)", "reduction (meas.)",
+         "time ratio (pred.)", "measured at (method)", "vanilla (meas.)", "best (meas.)", "reduction (meas.)",
          "time-centric: reduction / time ratio (meas.)"],
         [[r["network"], _fmt(r.get("predicted_batch")), _fmt(r.get("predicted_vanilla"), GIB) + " GiB",
           _fmt(r.get("predicted_best")), _fmt(r.get("predicted_reduction"), pct=True),
-          _fmt(r.get("predicted_time_ratio")), _fmt(r.get("measured_size")),
+          _fmt(r.get("predicted_time_ratio")),
+          f"{r['measured_size']} ({r['measured_method']})" if r.get("measured_size") else "-",
           _fmt(r.get("measured_vanilla"), MIB, digits=1) + " MiB" if r.get("measured_vanilla") else "-",
           _fmt(r.get("measured_best")), _fmt(r.get("measured_reduction"), pct=True),
           f"{_fmt(r.get('tc_reduction'), pct=True)} / {_fmt(r.get('tc_time_ratio'))}"] for r in rows])
@@ -118,9 +121,15 @@ def _schedule_md(rows: Rows, key: str) -> str:
 
 def _tradeoff_md(rows: Rows, measured: bool) -> str:
     if measured:
-        return md_table(["network", "method", "profiler MiB", "memory / vanilla", "time ratio", "note"],
+        vanilla = {r["network"]: r.get("storage_peak") for r in rows if r["method"] == "vanilla"}
+        return md_table(["network", "method", "profiler MiB", "memory / vanilla (profiler)", "time ratio",
+                         "storage-tracking MiB", "memory / vanilla (storage)", "note"],
                         [[r["network"], r["method"], _fmt(r.get("profiler_peak"), MIB, digits=1),
-                          _fmt(r.get("memory_ratio")), _fmt(r.get("time_ratio")), _status(r)] for r in rows])
+                          _fmt(r.get("memory_ratio")), _fmt(r.get("time_ratio")),
+                          _fmt(r.get("storage_peak"), MIB, digits=1),
+                          _fmt(r["storage_peak"] / vanilla[r["network"]]
+                               if r.get("storage_peak") and vanilla.get(r["network"]) else None),
+                          _status(r)] for r in rows])
     return md_table(["network", "solver", "budget", "feasible", "simulated / vanilla", "pred. time ratio", "solve s"],
                     [[r["network"], r["solver"], _fmt(r["fraction"], pct=True), r.get("feasible", "-"),
                       _fmt(None if r.get("reduction") is None else 1 - r["reduction"]), _fmt(r.get("time_ratio")),
@@ -132,7 +141,8 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
     m = header.get("machine", {})
     parts = [f"# remat bench: suite `{suite}`",
              f"Command: `{header.get('command')}`; {header.get('date', '')}; {seconds:.0f} s. Machine: "
-             f"{m.get('platform')}, {m.get('cpu_count')} CPUs, Python {m.get('python')}, torch {m.get('torch')}.",
+             f"{m.get('platform')}, {m.get('cpu_count')} CPUs, Python {m.get('python')}, torch {m.get('torch')}, "
+             f"{header.get('torch_threads', '?')} torch thread(s).",
              "**Predicted** figures: plans on seed 000's abstract graphs (`remat.zoo.graph`, cost conv 10 / "
              "other 1) at the paper's batch, peaks from the liveness simulator (`remat.simulate`) and eq. (2); "
              "predicted time ratio = 1 + recompute / (3 x forward cost). **Measured** figures: real CPU "
@@ -167,7 +177,8 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
     if "tradeoff_predicted" in sections:
         add("Trade-off sweep, PREDICTED (table)", "", _tradeoff_md(sections["tradeoff_predicted"], False))
     if "tradeoff_measured" in sections:
-        add("Trade-off with the peers, MEASURED (profiler method; table)", "",
+        add("Trade-off with the peers, MEASURED (profiler method: allocator level, intra-op temporaries "
+            "included, the only method that sees torch.compile; storage tracking: op level, eager steps only)", "",
             _tradeoff_md(sections["tradeoff_measured"], True))
     path.write_text("\n\n".join(parts) + "\n")
     return path

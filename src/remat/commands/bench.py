@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output folder (default bench/results/<suite>/)")
     p.add_argument("--networks", default=None,
                    help="comma-separated subset of networks for every section (e.g. vgg19,resnet18)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch CPU threads (default 1: on a shared machine more threads than free cores "
+                        "make every step several times slower and the timings noisy)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the headline) at the end")
 
 
@@ -35,7 +38,12 @@ def run(args: argparse.Namespace) -> int:
     if args.networks:
         suite = suite.only(tuple(n.strip() for n in args.networks.split(",") if n.strip()))
     out = Path(args.out) if args.out else Path("bench/results") / suite.name
-    header = provenance()
+    if args.threads < 1:
+        raise ValueError(f"--threads must be at least 1, got {args.threads}")
+    import torch
+
+    torch.set_num_threads(args.threads)
+    header = {**provenance(), "torch_threads": torch.get_num_threads()}
     console = Console(stderr=True)
     with console.status(f"remat bench --suite {suite.name}") as status:
         def progress(message: str) -> None:

@@ -34,6 +34,9 @@ The backward-step memory rows are written over R, S, F directly, for HiGHS's kna
 Objective: total forward compute, so recompute cost = objective - T(V). Memory and cost are
 scaled to O(1) so HiGHS's absolute tolerances mean the same on bytes and on unit graphs.
 ``min_peak`` is the same program with the peak as objective: milp's exact ``min_budget``.
+Warm start: scipy's HiGHS takes no starting solution, so ``auto``'s plan (the fast solvers)
+enters as a cutoff row (objective strictly below its cost); if HiGHS proves that infeasible,
+auto's plan is returned as optimal.
 
 What "optimal" means. The optimum is over every schedule whose forward steps between two
 backward steps form at most ``runs`` runs in topological order (``forward_runs`` before the first
@@ -140,7 +143,6 @@ class _Formulation:
         self.order = list(graph.order)
         self.n = n = len(self.order)
         self.pos = {v: i for i, v in enumerate(self.order)}
-        self.inputs = [[self.pos[u] for u in graph[v].inputs] for v in self.order]
         self.succ = [[self.pos[w] for w in graph.succ[v]] for v in self.order]
         # readers[u]: backward nodes that read forward value u (b:v reads graph[v].saved)
         self.readers: list[list[int]] = [[] for _ in range(n)]
@@ -150,8 +152,8 @@ class _Formulation:
         mems = np.array([graph[v].mem for v in self.order], dtype=float)
         costs = np.array([graph[v].cost for v in self.order], dtype=float)
         # scale to O(1) so that HiGHS's absolute tolerances mean the same on bytes and units
-        self.mscale = max(float(mems.max()), 1e-300) if mems.max() > 0 else 1.0
-        self.cscale = max(float(costs.max()), 1e-300) if costs.max() > 0 else 1.0
+        self.mscale = float(mems.max()) or 1.0
+        self.cscale = float(costs.max()) or 1.0
         self.mem = mems / self.mscale
         self.cost = costs / self.cscale
         self.cap = None if budget is None else budget / self.mscale
@@ -432,6 +434,8 @@ def _incumbent(graph: Graph, budget: float) -> Plan | None:
         return None
     if not plan.feasible or not plan.schedule:
         return None
+    if {v for kind, v in plan.schedule if kind == "fwd"} != set(graph.order):
+        return None  # skips a forward value nobody reads: outside milp's class (a real step computes it)
     sim = simulate_training(graph, plan.schedule)
     plan.recompute_cost = sim.recompute_cost  # the cost by the one accounting milp also uses
     return plan if within(sim.peak, budget) else None

@@ -1,0 +1,128 @@
+"""capture: byte sizes, costs and saved tensors on hand-sized modules; fake tracing; errors."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+import remat
+from remat.capture import CaptureError, trace
+
+
+class TwoLayer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(8, 16), nn.Linear(16, 2)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x)))
+
+
+def test_sizes_costs_and_saved_tensors_of_a_two_layer_net():
+    torch.manual_seed(0)
+    g = remat.capture(TwoLayer(), (torch.randn(4, 8),))
+    assert list(g.order) == ["addmm", "relu", "addmm_1"]
+    assert [g[v].mem for v in g.order] == [4 * 16 * 4, 4 * 16 * 4, 4 * 2 * 4]  # float32 bytes
+    # FLOPs: 2*M*N*K for a matmul; one per element for relu
+    assert [g[v].cost for v in g.order] == [2 * 4 * 8 * 16, 4 * 16, 2 * 4 * 16 * 2]
+    # addmm saves x (an input, not a node) and the weight; relu saves its result; addmm_1 saves relu
+    assert g["addmm"].saved == () and g["relu"].saved == ("relu",) and g["addmm_1"].saved == ("relu",)
+    assert g["relu"].inputs == ("addmm",) and g["addmm_1"].inputs == ("relu",)
+
+
+def test_paper_costs_are_ten_for_convolutions_and_one_otherwise():
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 4 * 4, 2))
+    g = remat.capture(model, (torch.randn(2, 3, 6, 6),), cost="paper")
+    costs = {g[v].op.split(".")[0]: g[v].cost for v in g.order}
+    assert costs["convolution"] == 10 and costs["relu"] == 1 and costs["addmm"] == 1
+
+
+def test_views_are_not_nodes_and_multi_output_ops_are_one_node():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln = nn.LayerNorm(6)
+
+        def forward(self, x):
+            return self.ln(x).view(3, 4).t().sin()
+
+    g = remat.capture(M(), (torch.randn(2, 6),))
+    ops = [g[v].op for v in g.order]
+    assert ops == ["native_layer_norm.default", "sin.default"]
+    # out (12 floats) + mean and rstd (2 floats each); sin saves its input, the layer norm output
+    assert g["native_layer_norm"].mem == (12 + 2 + 2) * 4
+    assert g["sin"].saved == ("native_layer_norm",)
+
+
+def test_capture_allocates_no_activations():
+    """64 GiB of activations from a 16 MiB input: traced on fake tensors, nothing allocated."""
+    class Huge(nn.Module):
+        def forward(self, x):
+            return (x.unsqueeze(-1).expand(-1, -1, 4096) * 2).sum()
+
+    x = torch.randn(4096, 1024, requires_grad=True)
+    g = remat.capture(Huge(), (x,))
+    assert g["mul"].mem == 4096 * 1024 * 4096 * 4
+
+
+def test_data_dependent_control_flow_names_the_line_and_what_to_do():
+    class Branchy(nn.Module):
+        def forward(self, x):
+            if x.sum() > 0:
+                return x * 2
+            return x
+
+    with pytest.raises(CaptureError, match=r"if x.sum\(\) > 0.*data-dependent.*torch.where"):
+        remat.capture(Branchy(), (torch.randn(3),))
+
+
+def test_an_op_without_a_fake_kernel_is_named():
+    @torch.library.custom_op("remat_test::opaque", mutates_args=())
+    def opaque(x: torch.Tensor) -> torch.Tensor:
+        return x.clone()
+
+    class M(nn.Module):
+        def forward(self, x):
+            return opaque(x)
+
+    with pytest.raises(CaptureError, match="remat_test::opaque|opaque.*register_fake"):
+        remat.capture(M(), (torch.randn(3),))
+
+
+def test_non_tensor_outputs_that_hold_state_are_refused():
+    class M(nn.Module):
+        def forward(self, x):
+            return x * 2, object()
+
+    with pytest.raises(CaptureError, match="returns a object"):
+        remat.capture(M(), (torch.randn(3, requires_grad=True),))
+
+
+def test_unknown_cost_lists_the_known_ones():
+    with pytest.raises(ValueError, match="flops, profile, paper"):
+        remat.capture(TwoLayer(), (torch.randn(1, 8),), cost="guess")
+
+
+def test_profile_costs_are_positive_times():
+    g = remat.capture(TwoLayer(), (torch.randn(4, 8),), cost="profile")
+    assert all(0 < g[v].cost < 1 for v in g.order)
+
+
+def test_program_records_random_and_state_writing_ops():
+    model = nn.Sequential(nn.Linear(4, 4), nn.BatchNorm1d(4), nn.Dropout(0.5))
+    p = trace(model, (torch.randn(8, 4),))
+    kinds = {s.name: (s.kind, s.random, s.mutates_state) for s in p.steps}
+    assert any(r for _, r, _ in kinds.values())                          # dropout's bernoulli
+    assert any(m and k == "op" for k, _, m in kinds.values())            # batch norm's running stats
+    assert sum(1 for k, _, _ in kinds.values() if k == "effect") == 1    # num_batches_tracked += 1
+
+
+def test_meta_device_models_are_captured_without_memory():
+    import remat.zoo
+
+    model, inputs = remat.zoo.build("resnet18", batch=2, device="meta")
+    g = remat.capture(model, inputs)
+    convs = [v for v in g.order if g[v].op == "convolution.default"]
+    assert len(convs) == 20  # 17 3x3/7x7 convolutions + 3 downsampling 1x1
+    assert g[convs[0]].mem == 2 * 64 * 112 * 112 * 4
