@@ -76,6 +76,9 @@ def bench_graph(g: Graph, fractions: tuple[float, ...], time_limit: float) -> li
                      "status": plan.status, "feasible": plan.feasible, "recompute_cost": plan.recompute_cost,
                      "recompute_lower_bound": plan.stats.get("recompute_lower_bound"),
                      "mip_gap": plan.stats.get("mip_gap"), "seconds": plan.solve_seconds,
+                     "source": plan.stats.get("source"),
+                     "phases": [{k: p.get(k) for k in ("program", "status", "cost", "seconds")}
+                                for p in plan.stats.get("phases", [])],
                      "variables": plan.stats.get("variables"),
                      "integer_variables": plan.stats.get("integer_variables"),
                      "constraints": plan.stats.get("constraints"),

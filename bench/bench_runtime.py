@@ -1,7 +1,8 @@
 """Runtime benchmark: measured vs predicted peak and step-time ratio of optimized real models on CPU.
 
 For each test model (tests/models.py: skip CNN with batch norm, transformer block with dropout,
-deep MLP, GPT-2 with 2 layers, 50-block residual net) and each budget (100%, 50%, 30% of the
+deep MLP, GPT-2 with 2 layers, 50-block residual net; plus the residual net at width 256 and batch
+1024, whose ~0.5 s step shows the time ratio without the interpreter's fixed per-op overhead) and each budget (100%, 50%, 30% of the
 vanilla step's simulated activation peak, and the smallest budget the solvers can plan for), it
 runs ``remat.optimize(..., solver=SOLVER)`` and records: the eager model's measured peak, the
 optimized module's measured peak (storage tracker, op level, and profiler, allocator level), the
@@ -36,7 +37,13 @@ from remat.commands.run import gradients_equal  # noqa: E402
 from remat.measure import compare_times, measure, training_step  # noqa: E402
 from remat.optimize import BudgetError, smallest_budget, vanilla_peak  # noqa: E402
 
-BUILDERS = {**models.MODELS, "residual50": models.build_residual}
+def build_wide_residual(batch: int = 1024) -> tuple[torch.nn.Module, tuple[torch.Tensor]]:
+    """A step of ~0.5 s, where the interpreter's fixed per-op cost no longer dominates the ratio."""
+    torch.manual_seed(0)
+    return models.ResidualNet(dim=256, blocks=50), (torch.randn(batch, 256),)
+
+
+BUILDERS = {**models.MODELS, "residual50": models.build_residual, "residual50_wide": build_wide_residual}
 BUDGETS = ("100%", "50%", "30%", "min")
 
 

@@ -272,6 +272,10 @@ def test_run_suite_end_to_end_writes_json_plots_and_report(tmp_path):
     best = min((r for r in results["sections"]["table1_predicted"] if r["solver"] != "none"),
                key=lambda r: r["simulated_peak"])
     assert head[0]["network"] == "vgg11" and head[0]["predicted_reduction"] == best["reduction"]
+    net = {r["method"]: r for r in results["sections"]["table1_measured"]}
+    low = min((r for r in net.values() if r["solver"] != "none"), key=lambda r: r["profiler_peak"])
+    assert head[1]["network"] == "net" and head[1]["measured_best_profiler"] == low["method"]
+    assert head[1]["measured_reduction_profiler"] == 1 - low["profiler_peak"] / net["vanilla"]["profiler_peak"]
 
 
 def test_plots_write_nonempty_files_even_without_data(tmp_path):

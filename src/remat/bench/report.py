@@ -53,32 +53,37 @@ def headline(sections: dict[str, Rows]) -> Rows:
                        predicted_time_ratio=best["time_ratio"])
         mine = [r for r in meas if r["network"] == net]
         vanilla = next((r for r in mine if r.get("solver") == "none" and r.get("status") == "ok"), None)
-        kind = "profiler" if vanilla and vanilla.get("profiler_peak") else "storage"
-        best = _best(mine, f"{kind}_peak")
         tc = next((r for r in mine if r.get("method") == "approx-tc" and r.get("status") == "ok"), None)
-        if vanilla and best:
+        for kind in ("storage", "profiler"):
+            best = _best(mine, f"{kind}_peak")
+            if vanilla and best and vanilla.get(f"{kind}_peak"):
+                row.update({f"measured_vanilla_{kind}": vanilla[f"{kind}_peak"],
+                            f"measured_best_{kind}": best["method"],
+                            f"measured_reduction_{kind}": best.get(f"reduction_{kind}"),
+                            f"measured_time_ratio_{kind}": best.get("time_ratio"),
+                            f"tc_reduction_{kind}": tc.get(f"reduction_{kind}") if tc else None})
+        if vanilla:
             row.update(measured_size=f"batch {vanilla['batch']}, {vanilla.get('image_size') or '-'} px",
-                       measured_method="profiler" if kind == "profiler" else "storage tracking",
-                       measured_vanilla=vanilla[f"{kind}_peak"], measured_best=best["method"],
-                       measured_reduction=best.get(f"reduction_{kind}"), measured_time_ratio=best.get("time_ratio"),
-                       tc_time_ratio=tc.get("time_ratio") if tc else None,
-                       tc_reduction=tc.get(f"reduction_{kind}") if tc else None)
+                       tc_time_ratio=tc.get("time_ratio") if tc else None)
         out.append(row)
     return out
 
 
 def _headline_md(rows: Rows) -> str:
+    def both(r: dict[str, Any], key: str, **kw: Any) -> str:
+        return " / ".join(_fmt(r.get(f"{key}_{k}"), **kw) for k in ("storage", "profiler"))
+
     return md_table(
         ["network", "paper batch", "vanilla (pred.)", "best plan (pred.)", "reduction (pred.)",
-         "time ratio (pred.)", "measured at (method)", "vanilla (meas.)", "best (meas.)", "reduction (meas.)",
-         "time-centric: reduction / time ratio (meas.)"],
+         "time ratio (pred.)", "measured at", "vanilla MiB (meas.: storage / profiler)",
+         "best plan (meas.: storage / profiler)", "its reduction (meas.)", "its time ratio (meas.)",
+         "time-centric plan: reduction (meas.)", "time-centric plan: time ratio (meas.)"],
         [[r["network"], _fmt(r.get("predicted_batch")), _fmt(r.get("predicted_vanilla"), GIB) + " GiB",
           _fmt(r.get("predicted_best")), _fmt(r.get("predicted_reduction"), pct=True),
-          _fmt(r.get("predicted_time_ratio")),
-          f"{r['measured_size']} ({r['measured_method']})" if r.get("measured_size") else "-",
-          _fmt(r.get("measured_vanilla"), MIB, digits=1) + " MiB" if r.get("measured_vanilla") else "-",
-          _fmt(r.get("measured_best")), _fmt(r.get("measured_reduction"), pct=True),
-          f"{_fmt(r.get('tc_reduction'), pct=True)} / {_fmt(r.get('tc_time_ratio'))}"] for r in rows])
+          _fmt(r.get("predicted_time_ratio")), _fmt(r.get("measured_size")),
+          both(r, "measured_vanilla", scale=MIB, digits=1), both(r, "measured_best"),
+          both(r, "measured_reduction", pct=True), both(r, "measured_time_ratio"),
+          both(r, "tc_reduction", pct=True), _fmt(r.get("tc_time_ratio"))] for r in rows])
 
 
 def _status(r: dict[str, Any]) -> str:

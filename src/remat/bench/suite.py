@@ -73,7 +73,7 @@ SUITES: dict[str, Suite] = {
         measured_solvers=("dp-approx", "twremat"),
         measured_fractions=(0.6, 0.8),
         compile_budgets=(0.5, 0.1),
-        timing=Timing(repeats=5, warmup=1),
+        timing=Timing(repeats=9, warmup=2),
     ),
     "paper": Suite(
         name="paper",

@@ -55,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json({"suite": suite.name, "out": str(out), "seconds": results["seconds"],
                    "headline": headline(results["sections"])})
     else:
+        console = Console()
         console.print(f"wrote {out}/report.md and {len(list(out.iterdir()))} files in {results['seconds']:.0f} s")
         console.print((out / "report.md").read_text().split("## ")[1])  # the headline section
     return 0

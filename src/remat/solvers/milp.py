@@ -372,6 +372,15 @@ def _run(form: _Formulation, time_limit: float, gap: float, options: dict) -> tu
     return _STATUS.get(res.status, "error"), res, stats
 
 
+@dataclass
+class _Best:
+    """The cheapest schedule known so far, and where it came from."""
+
+    steps: list[Step]
+    cost: float
+    source: str
+
+
 @register("milp", min_budget=lambda g, **o: min_peak(g, **o).peak)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
@@ -383,11 +392,12 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     "time_limit" (an incumbent not proven optimal, or none: then feasible=False) or
     "infeasible". ``runs`` and ``forward_runs`` widen the class of schedules searched (module
     docstring); ``backward_order="fixed"`` back-propagates in reverse topological order
-    (Checkmate's choice). ``warm_start`` first runs ``auto`` (the fast solvers) and asks HiGHS
-    only for schedules strictly cheaper than its plan, which HiGHS then prunes against (scipy's
-    HiGHS takes no starting solution); if none exists, auto's plan is returned, "optimal" when
-    HiGHS proved that. ``mode`` does not change the program: milp minimises recompute cost, and
-    ``stats["recompute_lower_bound"]`` is the proven bound on it for the class.
+    (Checkmate's choice, much faster to prove, often costlier). ``warm_start`` first takes
+    ``auto``'s plan (the fast solvers), then, for the free order, the fixed-order optimum (within
+    a third of the time), and asks HiGHS only for schedules strictly cheaper than the best of
+    them (scipy's HiGHS takes no starting solution); when none exists, that plan is returned,
+    "optimal" if HiGHS proved it. ``mode`` does not change the program: milp minimises recompute
+    cost; ``stats["recompute_lower_bound"]`` is the bound HiGHS proved for the class.
     """
     started = time.perf_counter()
     _check_options(time_limit, runs, forward_runs, backward_order)
@@ -395,36 +405,58 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     if within(simulate_training(graph, vanilla).peak, budget):  # nothing to recompute: least cost
         return _plan(graph, vanilla, budget, started, mode, "optimal",
                      "the vanilla step fits; nothing to recompute", {"shortcut": "vanilla"})
-    known = _incumbent(graph, budget) if warm_start else None
-    form = _Formulation(graph, float(budget), runs, forward_runs, backward_order == "fixed")
-    if known is not None:
-        form.cutoff(graph.total_cost() + known.recompute_cost)
-    left = max(time_limit - (time.perf_counter() - started), 0.01)
-    status, res, stats = _run(form, left, mip_rel_gap, {"runs": runs, "forward_runs": forward_runs,
-                                                        "backward_order": backward_order})
-    bound = stats["highs_dual_bound"]
-    if bound is not None:
-        stats["recompute_lower_bound"] = max(bound * form.cscale - graph.total_cost(), 0.0)
+    shape = {"runs": runs, "forward_runs": forward_runs}
+    best, phases = None, []
+    if warm_start:
+        best = _incumbent(graph, budget)
+        phases.append({"program": "auto", "cost": best and best.cost, "source": best and best.source})
+        if backward_order == "free":
+            left = time_limit - (time.perf_counter() - started)
+            _, best, info = _program(graph, budget, True, shape, best, left / 3, mip_rel_gap)
+            phases.append(info)
+    left = time_limit - (time.perf_counter() - started)
+    status, best, info = _program(graph, budget, backward_order == "fixed", shape, best, left, mip_rel_gap)
+    phases.append(info)
+    stats = {**info.pop("size"), **shape, "backward_order": backward_order, "phases": phases,
+             "source": best and best.source}
+    for key in ("recompute_lower_bound", "mip_gap", "mip_node_count", "highs_message"):
+        if key in info:
+            stats[key] = info[key]
+    if best is None:
+        msg = (f"no schedule of milp's class fits budget {budget:g} (proved by HiGHS); "
+               f"remat.min_budget(graph, solver='milp') gives the least that does"
+               if status == "infeasible" else f"HiGHS found no schedule within {time_limit:g} s")
+        return Plan(solver="milp", budget=budget, feasible=False, mode=mode, status=status,
+                    message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
+    if status == "infeasible":  # with a cutoff: nothing in the class is cheaper than best
+        status = "optimal"
+        stats["recompute_lower_bound"] = best.cost
+    return _plan(graph, best.steps, budget, started, mode, status, "", stats)
+
+
+def _program(graph: Graph, budget: float, fixed: bool, shape: dict, best: _Best | None,
+             time_limit: float, gap: float) -> tuple[str, _Best | None, dict]:
+    """One MILP over the class (``fixed`` order or free), asking only for schedules cheaper
+    than ``best``; returns HiGHS's status, the better of its answer and ``best``, and a record."""
+    t0 = time.perf_counter()
+    form = _Formulation(graph, float(budget), shape["runs"], shape["forward_runs"], fixed)
+    if best is not None:
+        form.cutoff(graph.total_cost() + best.cost)
+    status, res, stats = _run(form, max(time_limit - (time.perf_counter() - t0), 0.01), gap, {})
+    info = {"program": "fixed order" if fixed else "free order", "status": status,
+            "seconds": time.perf_counter() - t0, "size": form.size(),
+            "mip_gap": stats["mip_gap"], "mip_node_count": stats["mip_node_count"],
+            "highs_message": stats["highs_message"]}
+    if stats["highs_dual_bound"] is not None:
+        info["recompute_lower_bound"] = max(stats["highs_dual_bound"] * form.cscale - graph.total_cost(), 0.0)
     if res.x is not None:
-        return _plan(graph, form.steps(res.x), budget, started, mode, status, "", stats)
-    if known is not None:  # nothing cheaper than auto's plan: infeasible here proves it optimal
-        stats["incumbent"] = known.stats.get("chosen")
-        cost = known.recompute_cost
-        if status == "infeasible":
-            stats["recompute_lower_bound"] = cost
-        elif "recompute_lower_bound" in stats:
-            stats["recompute_lower_bound"] = min(stats["recompute_lower_bound"], cost)
-        return _plan(graph, known.schedule, budget, started, mode,
-                     "optimal" if status == "infeasible" else "time_limit",
-                     f"no schedule of milp's class is cheaper than {stats['incumbent']}'s", stats)
-    msg = (f"no schedule of milp's class fits budget {budget:g} (proved by HiGHS); "
-           f"remat.min_budget(graph, solver='milp') gives the least that does"
-           if status == "infeasible" else f"HiGHS found no schedule within {time_limit:g} s ({res.message})")
-    return Plan(solver="milp", budget=budget, feasible=False, mode=mode, status=status,
-                message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
+        steps = form.steps(res.x)
+        best = _Best(steps, simulate_training(graph, steps).recompute_cost, info["program"])
+    info["cost"] = best and best.cost
+    return status, best, info
 
 
-def _incumbent(graph: Graph, budget: float) -> Plan | None:
+def _incumbent(graph: Graph, budget: float) -> _Best | None:
     """The best plan of the fast solvers (``auto``) whose simulated peak fits, if any."""
     from . import get  # the registry is complete by the time a solver runs
 
@@ -437,8 +469,9 @@ def _incumbent(graph: Graph, budget: float) -> Plan | None:
     if {v for kind, v in plan.schedule if kind == "fwd"} != set(graph.order):
         return None  # skips a forward value nobody reads: outside milp's class (a real step computes it)
     sim = simulate_training(graph, plan.schedule)
-    plan.recompute_cost = sim.recompute_cost  # the cost by the one accounting milp also uses
-    return plan if within(sim.peak, budget) else None
+    if not within(sim.peak, budget):
+        return None
+    return _Best(list(plan.schedule), sim.recompute_cost, f"auto:{plan.stats.get('chosen')}")
 
 
 def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
