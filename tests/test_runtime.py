@@ -180,21 +180,23 @@ def test_new_input_shape_replans_or_says_so():
 
 
 @pytest.mark.parametrize("name", sorted(models.MODELS))
-@pytest.mark.parametrize("solver", ["none", "twremat"])
+@pytest.mark.parametrize("solver", ["none", "twremat", "dp-approx", "chen-sqrt"])
 def test_measured_peak_against_prediction(name, solver):
-    """Measured (storage tracker, op level) vs simulate(executed schedule).
+    """Measured (storage tracker, op level) vs simulate(executed schedule): within 10% both ways.
 
     Never more than 5% above the prediction (GPT-2's logits outlive the forward in the caller's
-    hands, ~4%, where the graph frees them at once). Within 10% both ways, except where PyTorch
-    passes one gradient buffer to both inputs of an add (skip connections: cnn, transformer)
-    while the simulator counts one buffer per input; see the report."""
+    hands, ~4%, where the graph frees them at once). Gradient buffers shared by add/cat
+    (Node.grad_alias) and values without gradient (Node.requires_grad) are what make the
+    skip-connection and dropout models agree. Known gap, over-prediction only: a recomputed
+    batch norm whose backward keeps its small mean/invstd but not its output is one node in the
+    graph, so the simulator keeps the output too (cnn under twremat: 12% over)."""
     model, inputs, program = captured(name)
     plan = plan_for(program.graph, solver)
     module = RematModule(copy.deepcopy(model), Compiled.of(program, plan.kept))
     predicted = module.compiled.prediction.peak
     measured = measure(module, inputs).peak
     assert measured <= predicted * 1.05
-    if name in ("mlp", "gpt2") or solver == "none":
+    if (name, solver) != ("cnn", "twremat"):
         assert abs(measured - predicted) / measured <= 0.10
 
 

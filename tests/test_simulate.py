@@ -3,6 +3,7 @@
 import pytest
 
 import remat
+from remat import canonical
 from remat import Graph, ScheduleError, schedule, simulate
 
 
@@ -52,10 +53,55 @@ def test_stage_schedule_recomputes_eq1_minus_the_last_stage():
     g = Graph.chain(6)
     stages = [["x1", "x2"], ["x3", "x4"], ["x5", "x6"]]
     sim = simulate(g, schedule.from_stages(g, stages))
-    assert sim.recompute_cost == remat.canonical.overhead(g, stages) - 2
+    assert sim.recompute_cost == canonical.overhead(g, stages) - 2
 
 
 def test_kept_schedule_recomputes_only_what_is_dropped():
     g = Graph.chain(5, cost=3)
     sim = simulate(g, schedule.from_kept(g, ["x1", "x3", "x5"]))
     assert sim.recompute_cost == 6  # x2 and x4, once each
+
+
+def test_gradient_aliasing_and_accumulation_follow_autograd():
+    # y = x + f(x): add's backward hands its gradient buffer to both inputs (grad_alias);
+    # f's backward makes a new buffer for x, which is then added in place into x's gradient.
+    g = Graph()
+    g.add_node("x", 4, 1, bwd_uses=["x"])
+    g.add_node("f", 4, 1, ["x"], bwd_uses=["x"])
+    g.add_node("y", 4, 1, ["x", "f"], bwd_uses=[], grad_alias=["x", "f"])
+    sim = simulate(g, schedule.vanilla(g))
+    # fwd x, f, y: 4, 8, 12 (f and y are read by nobody later and go). bwd y: x + seed = 8, no
+    # new buffers. bwd f: x + shared buffer + f's new contribution to x = 12, then in place.
+    assert sim.timeline == [4, 8, 12, 8, 12, 8]
+    h = Graph.from_json(g.to_json())
+    assert h["y"].grad_alias == ("x", "f")
+    # without aliasing, add's backward allocates one buffer per input
+    g2 = Graph()
+    g2.add_node("x", 4, 1, bwd_uses=["x"])
+    g2.add_node("f", 4, 1, ["x"], bwd_uses=["x"])
+    g2.add_node("y", 4, 1, ["x", "f"], bwd_uses=[])
+    assert simulate(g2, schedule.vanilla(g2)).timeline[3] == 16
+
+
+def test_shared_gradients_are_copied_before_accumulation():
+    # a feeds two adds that alias their gradients: the second contribution to a arrives while
+    # a's gradient buffer is shared with b, so the sum needs a new buffer (autograd's rule)
+    g = Graph()
+    g.add_node("a", 2, 1, bwd_uses=[])
+    g.add_node("b", 2, 1, ["a"], bwd_uses=[], grad_alias=["a"])
+    g.add_node("c", 2, 1, ["a", "b"], bwd_uses=[], grad_alias=["a", "b"])
+    sim = simulate(g, schedule.vanilla(g))
+    # bwd c: seed 2, a and b share it. bwd b: its alias to a is shared with a's buffer -> new 2.
+    assert sim.timeline[3:] == [2, 4, 2]
+
+
+def test_values_without_gradient_get_none():
+    # a dropout-like mask: y = x * mask; no gradient flows into the mask
+    g = Graph()
+    g.add_node("x", 4, 1, bwd_uses=[])
+    g.add_node("mask", 4, 1, bwd_uses=[], requires_grad=False)
+    g.add_node("y", 4, 1, ["x", "mask"], bwd_uses=["mask"])
+    sim = simulate(g, schedule.vanilla(g))
+    # bwd y: mask + seed + grad(x) = 12 (no gradient buffer for the mask); bwd mask: nothing
+    assert sim.timeline[3:] == [12, 4, 4]
+    assert Graph.from_json(g.to_json())["mask"].requires_grad is False

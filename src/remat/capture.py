@@ -271,7 +271,7 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
             rep.owner_of_storage[StorageWeakRef(ft.untyped_storage())] = None
             rep.register(ph, ft)
 
-    specs: list[tuple[str, float, float, tuple[str, ...], str]] = []  # id, mem, cost, inputs, op
+    specs: list[tuple] = []  # id, mem, cost, inputs, op, grad_alias, requires_grad
     steps: list[Step] = []
     kind_of: dict[str, str] = {n: "placeholder" for n in placeholders}
     owners_of: dict[str, tuple[str, ...]] = {n: () for n in placeholders}
@@ -325,13 +325,16 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
                 reads=reads, owners=owners, random=_is_random(n.target), mutates_state=_mutates_args(n.target)))
             if kind == "op":
                 inputs = tuple(dict.fromkeys(o for r in reads for o in owners_of[r]))
-                specs.append((n.name, new_bytes, _cost(cost, n, flops, out), inputs, _op_name(n.target)))
+                alias = tuple(dict.fromkeys(o for r in _grad_passthrough(n, out, env) for o in owners_of[r]))
+                grad = any(t.requires_grad for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
+                specs.append((n.name, new_bytes, _cost(cost, n, flops, out), inputs, _op_name(n.target), alias, grad))
     times = _profile_times(steps, placeholders, flat) if cost == "profile" else {}
     g = Graph(name=label)
-    for v, mem, c, inputs, op in specs:
+    for v, mem, c, inputs, op, alias, grad in specs:
         allowed = set(inputs) | {v}
         uses = [u for u in dict.fromkeys(saved.get(v, ())) if u in allowed]
-        g.add_node(v, mem=mem, cost=times.get(v, c), inputs=inputs, op=op, bwd_uses=uses)
+        g.add_node(v, mem=mem, cost=times.get(v, c), inputs=inputs, op=op, bwd_uses=uses,
+                   grad_alias=[u for u in alias if u in inputs], requires_grad=grad)
     out_node = next(n for n in nodes if n.op == "output")
     last = {}
     for i, s in enumerate(steps):
@@ -410,6 +413,35 @@ def _mutates_args(target: Any) -> bool:
     if "batch_norm" in schema.name and "functional" not in schema.name:
         return True
     return any(a.alias_info is not None and a.alias_info.is_write for a in schema.arguments)
+
+
+# Ops whose backward hands the incoming gradient (or a view of it) to these arguments without
+# allocating: AddBackward / SubBackward (self) / CloneBackward return grad itself, CatBackward
+# and StackBackward return slices of it. Anything broadcast or cast is excluded below.
+_PASSTHROUGH = {
+    torch.ops.aten.add.Tensor: (0, 1), torch.ops.aten.sub.Tensor: (0,),
+    torch.ops.aten.clone.default: (0,), torch.ops.aten.cat.default: "list",
+    torch.ops.aten.stack.default: "list",
+}
+
+
+def _grad_passthrough(n: torch.fx.Node, out: Any, env: dict[str, Any]) -> list[str]:
+    """Names of the fx arguments of ``n`` whose gradient is n's gradient buffer (see Node.grad_alias)."""
+    which = _PASSTHROUGH.get(n.target)
+    if which is None or not isinstance(out, torch.Tensor):
+        return []
+    if which == "list":
+        args = [a for a in n.args[0] if isinstance(a, torch.fx.Node)]
+    else:
+        if n.kwargs.get("alpha", 1) != 1:
+            return []
+        args = [n.args[i] for i in which if i < len(n.args) and isinstance(n.args[i], torch.fx.Node)]
+    keep = []
+    for a in args:
+        t = env.get(a.name)
+        if which == "list" or (isinstance(t, torch.Tensor) and t.shape == out.shape and t.dtype == out.dtype):
+            keep.append(a.name)
+    return keep
 
 
 def _op_name(target: Any) -> str:

@@ -7,7 +7,11 @@ in memory and do not count towards the activation budget.
 
 ``bwd_uses`` says which forward values the backward step of a node reads (autograd's saved
 tensors): any of its inputs and itself. ``None`` means the default of abstract graphs, "inputs
-and output" (DESIGN.md, memory model).
+and output" (DESIGN.md, memory model). ``grad_alias`` lists the inputs whose gradient
+contribution is the node's own gradient buffer, not a new tensor: PyTorch's backward of add,
+cat or clone hands the incoming gradient (or a view of it) straight on, allocating nothing.
+``requires_grad=False`` marks values no gradient flows into (a dropout mask, an index): their
+backward steps do nothing and their consumers' backward steps make no gradient for them.
 
 JSON format ``remat-graph/1``; validation names the offending node in every message.
 """
@@ -39,6 +43,8 @@ class Node:
     inputs: tuple[str, ...] = ()
     op: str | None = None
     bwd_uses: tuple[str, ...] | None = None
+    grad_alias: tuple[str, ...] = ()
+    requires_grad: bool = True
 
     @property
     def saved(self) -> tuple[str, ...]:
@@ -76,6 +82,8 @@ class Graph:
         inputs: Iterable[str] = (),
         op: str | None = None,
         bwd_uses: Iterable[str] | None = None,
+        grad_alias: Iterable[str] = (),
+        requires_grad: bool = True,
     ) -> Node:
         """Add one value. Inputs may name nodes added later; ``validate`` checks them."""
         if not isinstance(id, str) or not id:
@@ -92,7 +100,11 @@ class Graph:
             stray = [u for u in bwd_uses if u != id and u not in inputs]
             if stray:
                 raise GraphError(f"node {id!r}: bwd_uses {stray} are neither its inputs nor itself")
-        node = Node(id, _check_number(id, "mem", mem), _check_number(id, "cost", cost), inputs, op, bwd_uses)
+        grad_alias = tuple(dict.fromkeys(grad_alias))
+        if any(u not in inputs for u in grad_alias):
+            raise GraphError(f"node {id!r}: grad_alias {list(grad_alias)} must be among its inputs")
+        node = Node(id, _check_number(id, "mem", mem), _check_number(id, "cost", cost), inputs, op,
+                    bwd_uses, grad_alias, bool(requires_grad))
         self._nodes[id] = node
         self._invalidate()
         return node
@@ -198,6 +210,10 @@ class Graph:
                 d["op"] = n.op
             if n.bwd_uses is not None:
                 d["bwd_uses"] = list(n.bwd_uses)
+            if n.grad_alias:
+                d["grad_alias"] = list(n.grad_alias)
+            if not n.requires_grad:
+                d["requires_grad"] = False
             nodes.append(d)
         return {"format": FORMAT, "name": self.name, "nodes": nodes}
 
@@ -231,7 +247,8 @@ class Graph:
             missing = [k for k in ("mem", "cost") if k not in d]
             if missing:
                 raise GraphError(f"node {d['id']!r} is missing {', '.join(missing)}")
-            g.add_node(d["id"], d["mem"], d["cost"], d.get("inputs", ()), d.get("op"), d.get("bwd_uses"))
+            g.add_node(d["id"], d["mem"], d["cost"], d.get("inputs", ()), d.get("op"), d.get("bwd_uses"),
+                       d.get("grad_alias", ()), d.get("requires_grad", True))
         g.validate()
         return g
 

@@ -3,9 +3,15 @@
 ``simulate(graph, plan)`` walks the step schedule with liveness analysis (seed 002 §3): a forward
 value lives from its ``fwd`` step until its last read, where a read is a later ``fwd`` that takes
 it as input or a ``bwd`` step that saved it (``Node.saved``). An explicit ``free`` ends a value
-early. A gradient of v (same size as v) lives from the first backward step that produces it to
-v's own ``bwd`` step. Memory is counted during each step: what is live plus what the step
-allocates. Recompute cost is the cost of every ``fwd`` of a node computed before.
+early. Recompute cost is the cost of every ``fwd`` of a node computed before.
+
+Gradients follow autograd's engine: ``bwd v`` first produces one contribution per input (a new
+buffer of the input's size, or, for inputs in ``Node.grad_alias``, v's own gradient buffer),
+then releases v's gradient, then adds each contribution into the input's gradient: the first
+contribution becomes that gradient; a later one is added in place into an unshared buffer, else
+into the contribution if that is unshared, else into a new buffer. A buffer is freed when no
+gradient refers to it. Memory is counted during each step: what is live plus what the step
+allocates. Nodes with ``requires_grad=False`` get no gradient at all.
 
 A schedule that reads a value not in memory, back-propagates a node twice or before all its
 consumers, or never back-propagates a node, is rejected with a ScheduleError naming the step.
@@ -87,15 +93,74 @@ def _check_steps(graph: Graph, steps: list[Step]) -> None:
             raise ScheduleError(f"step {k} ({kind} {v}) names an unknown node")
 
 
+class _Grads:
+    """Gradient buffers with reference counts: which node's gradient uses which buffer."""
+
+    def __init__(self) -> None:
+        self.of: dict[str, int] = {}        # node -> buffer id
+        self.size: dict[int, float] = {}
+        self.refs: dict[int, int] = {}
+        self.mem = 0.0
+        self._next = 0
+
+    def new(self, size: float) -> int:
+        self._next += 1
+        self.size[self._next], self.refs[self._next] = size, 1
+        self.mem += size
+        return self._next
+
+    def share(self, buf: int) -> int:
+        self.refs[buf] += 1
+        return buf
+
+    def drop(self, buf: int) -> None:
+        self.refs[buf] -= 1
+        if not self.refs[buf]:
+            self.mem -= self.size.pop(buf)
+            del self.refs[buf]
+
+    def accumulate(self, u: str, contribution: int, size: float) -> float:
+        """Add a contribution into u's gradient; returns the most gradient memory held meanwhile."""
+        held = self.mem
+        old = self.of.get(u)
+        if old is None:
+            self.of[u] = contribution
+        elif self.refs[old] == 1:          # in place into the unshared gradient
+            self.drop(contribution)
+        elif self.refs[contribution] == 1:  # into the unshared contribution
+            self.of[u] = contribution
+            self.drop(old)
+        else:                               # both shared: out of place
+            self.of[u] = self.new(size)
+            held = self.mem
+            self.drop(old)
+            self.drop(contribution)
+        return held
+
+
+def _backward(graph: Graph, node, grads: _Grads) -> float:
+    """One backward step's gradient traffic; returns the most gradient memory held during it."""
+    if node.id not in grads.of:  # a sink: its gradient is the seed of the backward pass
+        grads.of[node.id] = grads.new(node.mem)
+    mine = grads.of.pop(node.id)
+    targets = [u for u in node.inputs if graph[u].requires_grad]
+    contributions = [grads.share(mine) if u in node.grad_alias else grads.new(graph[u].mem) for u in targets]
+    held = grads.mem
+    grads.drop(mine)
+    for u, c in zip(targets, contributions):
+        held = max(held, grads.accumulate(u, c, graph[u].mem))
+    return held
+
+
 def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
     _check_steps(graph, steps)
     ends = _last_reads(graph, steps)
     live: dict[str, float] = {}   # forward values in memory
-    grads: dict[str, float] = {}  # gradients in memory
+    grads = _Grads()
+    fwd_mem = 0.0
     computed: set[str] = set()
     done_bwd: set[str] = set()
     pending = {v: len(graph.succ[v]) for v in graph.order}  # consumers not yet back-propagated
-    mem = 0.0
     peak, peak_step, recompute = 0.0, 0, 0.0
     timeline: list[float] = []
 
@@ -104,37 +169,35 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
             raise ScheduleError(f"step {k} ({kind} {v}) reads {u!r}, which is not in memory")
 
     for k, (kind, v) in enumerate(steps):
-        during = mem
+        node = graph[v]
         if kind == "fwd":
-            for u in graph[v].inputs:
+            for u in node.inputs:
                 need(k, kind, v, u)
             if v in computed:
-                recompute += graph[v].cost
+                recompute += node.cost
             computed.add(v)
             if v not in live:
-                live[v] = graph[v].mem
-                mem += graph[v].mem
-            during = mem
+                live[v] = node.mem
+                fwd_mem += node.mem
+            during = fwd_mem + grads.mem
         elif kind == "bwd":
             if v in done_bwd:
                 raise ScheduleError(f"step {k} back-propagates {v!r} a second time")
             if pending[v]:
                 raise ScheduleError(f"step {k} back-propagates {v!r} before all its consumers")
-            for u in graph[v].saved:
+            for u in node.saved:
                 need(k, kind, v, u)
-            if v not in grads:  # a sink: its gradient is the seed of the backward pass
-                grads[v] = graph[v].mem
-                mem += graph[v].mem
-            for u in graph[v].inputs:
-                if u not in grads:
-                    grads[u] = graph[u].mem
-                    mem += graph[u].mem
+            for u in node.inputs:
                 pending[u] -= 1
-            during = mem
-            mem -= grads.pop(v)
             done_bwd.add(v)
+            if not node.requires_grad:
+                during = fwd_mem + grads.mem
+            else:
+                during = _backward(graph, node, grads) + fwd_mem
+        else:
+            during = fwd_mem + grads.mem
         for u in ends[k]:
-            mem -= live.pop(u, 0.0)
+            fwd_mem -= live.pop(u, 0.0)
         timeline.append(during)
         if during > peak:
             peak, peak_step = during, k
