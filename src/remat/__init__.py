@@ -9,7 +9,12 @@ Modules, in processing order (data only flows down):
     schedule.py   lowering: stages or a kept set -> the step schedule
     simulate.py   liveness simulation of a schedule: the common yardstick for all solvers
     api.py        solve(), min_budget()
-    cli.py        the ``remat`` command
+    joint.py      the joint forward+backward graph (seed 004's problem for training)
+    capture.py    torch -> Graph on fake tensors; runtime.py executes a Plan; measure.py measures
+    optimize.py   optimize(): capture, plan, execute, verify against the measured peak
+    zoo/          the papers' networks and their paper-style graphs
+    bench/        the benchmark suite behind ``remat bench``
+    cli.py        the ``remat`` command (one module per subcommand in commands/)
 """
 
 from .api import min_budget, solve
@@ -21,6 +26,7 @@ from .simulate import ScheduleError, Simulation, simulate
 from .capture import capture  # noqa: E402
 from .measure import measure  # noqa: E402
 from .optimize import optimize  # noqa: E402
+from . import zoo  # noqa: E402
 
 __all__ = ["Graph", "GraphError", "Node", "Plan", "ScheduleError", "Simulation",
-           "capture", "measure", "min_budget", "optimize", "simulate", "solve"]
+           "capture", "measure", "min_budget", "optimize", "simulate", "solve", "zoo"]

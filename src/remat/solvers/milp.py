@@ -149,12 +149,15 @@ class _Formulation:
         for v in self.order:
             for u in graph[v].saved:
                 self.readers[self.pos[u]].append(self.pos[v])
+        self._gradient_model(graph)
         mems = np.array([graph[v].mem for v in self.order], dtype=float)
         costs = np.array([graph[v].cost for v in self.order], dtype=float)
         # scale to O(1) so that HiGHS's absolute tolerances mean the same on bytes and units
         self.mscale = float(mems.max()) or 1.0
         self.cscale = float(costs.max()) or 1.0
         self.mem = mems / self.mscale
+        self.gsize = self.gsize / self.mscale
+        self.traffic = self.traffic / self.mscale
         self.cost = costs / self.cscale
         self.cap = None if budget is None else budget / self.mscale
         self.stages = [_Stage(g, r == k - 1) for g in range(n)
@@ -163,6 +166,31 @@ class _Formulation:
         self.m = _Model()
         self._variables()
         self._constraints()
+
+    def _gradient_model(self, graph: Graph) -> None:
+        """The simulator's gradient buffers, per node (unscaled).
+
+        gsucc[u]: consumers that send u a gradient (both require grad). gsize[u]: the size of
+        the buffer u's gradient can be: mem(u), or a consumer's buffer that reaches u through
+        ``grad_alias`` (exact without aliasing; an upper bound with it, as cat hands on a view of
+        a larger buffer). traffic[v]: what bwd v allocates besides the gradients already live: a
+        seed mem(v) when no consumer sent it one, and mem(u) per input u that gets a gradient
+        (a new contribution, or the buffer an in-place-impossible accumulation allocates).
+        """
+        nodes = [graph[v] for v in self.order]
+        rg = [n.requires_grad for n in nodes]
+        self.gsucc = [[w for w in self.succ[u] if rg[u] and rg[w]] for u in range(self.n)]
+        gsize = [n.mem for n in nodes]
+        for v in reversed(range(self.n)):  # consumers come later in the order
+            for u in nodes[v].grad_alias:
+                if rg[v] and rg[self.pos[u]]:
+                    gsize[self.pos[u]] = max(gsize[self.pos[u]], gsize[v])
+        traffic = []
+        for v, n in enumerate(nodes):
+            seed = n.mem if rg[v] and not self.gsucc[v] else 0.0
+            sent = sum(graph[u].mem for u in n.inputs if graph[u].requires_grad) if rg[v] else 0.0
+            traffic.append(seed + sent)
+        self.gsize, self.traffic = np.array(gsize, dtype=float), np.array(traffic, dtype=float)
 
     def _windows(self, fixed: bool) -> list[range]:
         """Backward slots each node can take: after all its descendants, before its ancestors."""
@@ -191,7 +219,6 @@ class _Formulation:
                     m.obj[self.R[t][i]] = 0.0
         self.U = [[m.var(lb=0.0, ub=np.inf, integer=False) for _ in range(n)] for _ in range(T)]
         self.Gs = [[m.var(integer=False) for _ in range(n)] for _ in range(n)]
-        self.Gb = [[m.var(integer=False) for _ in range(n)] for _ in range(n)]
 
     def _alive(self, t: int, i: int) -> float:
         """Upper bound of R/S: 0 once i's backward step surely happened in an earlier group."""
@@ -231,18 +258,16 @@ class _Formulation:
                     m.row(self.done(g, u) + _neg(self.done(g - 1, w)), hi=0.0)
 
     def _gradients(self) -> None:
-        """Gs[g,u]: gradient of u live between backward steps g-1 and g; Gb[g,u]: during step g."""
+        """Gs[g,u]: the gradient of u is live between backward steps g-1 and g, i.e. a consumer
+        that sends u a gradient is done and u is not."""
         m, n = self.m, self.n
         for g in range(n):
             for u in range(n):
                 if g == 0:
                     m.ub[self.Gs[g][u]] = 0.0
-                for w in self.succ[u]:
-                    if g > 0:
-                        m.row([(self.Gs[g][u], 1.0)] + _neg(self.done(g - 1, w)) + self.done(g - 1, u), lo=0.0)
-                    m.row([(self.Gb[g][u], 1.0)] + _neg(self.done(g, w)) + self.done(g - 1, u), lo=0.0)
-                if (g, u) in self.B:
-                    m.row([(self.Gb[g][u], 1.0), (self.B[g, u], -1.0)], lo=0.0)
+                    continue
+                for w in self.gsucc[u]:
+                    m.row([(self.Gs[g][u], 1.0)] + _neg(self.done(g - 1, w)) + self.done(g - 1, u), lo=0.0)
 
     def _stage(self, t: int) -> None:
         m, n, st = self.m, self.n, self.stages[t]
@@ -298,7 +323,7 @@ class _Formulation:
         frees_after: list[Terms] = [[] for _ in range(n)]
         for (i, k), f in self.F[t].items():
             frees_after[k].append((f, -self.mem[i]))
-        between = [(self.Gs[st.group][u], self.mem[u]) for u in range(n)]
+        between = [(self.Gs[st.group][u], self.gsize[u]) for u in range(n)]
         start = [(S[i], self.mem[i]) for i in range(n)] + between
         m.row([(U[0], 1.0), (R[0], -self.mem[0])] + _neg(start), lo=0.0, hi=0.0)
         for k in range(1, n):
@@ -311,7 +336,8 @@ class _Formulation:
                 m.row([(U[k], 1.0), (self.peak, -1.0)], hi=0.0)
         if st.bwd:  # during the backward step: values left after the last fwd, and its gradients
             # written out over R, S, F rather than through U, so that HiGHS's knapsack cuts see it
-            during = [(self.Gb[st.group][u], self.mem[u]) for u in range(n)]
+            during = between + [(self.B[st.group, v], self.traffic[v]) for v in range(n)
+                                if (st.group, v) in self.B]
             present = [(x[i], self.mem[i]) for x in (R, S) for i in range(n)]
             freed = [term for terms in frees_after for term in terms]
             self._at_most_budget(present + freed + during)
