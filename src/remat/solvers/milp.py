@@ -3,9 +3,18 @@
 Checkmate (Jain et al. 2020, §4) on the joint forward+backward graph, solved with HiGHS through
 ``scipy.optimize.milp``. The joint graph is the one ``remat.joint`` describes: a backward node
 ``b:v`` reads ``graph[v].saved`` and the backward nodes of v's consumers. It is read here straight
-from ``Graph.saved`` and ``Graph.succ``; memory is counted as ``remat.simulate`` counts it (an
-accumulated gradient of v, of size mem(v), from the first back-propagation of a consumer of v to
-v's own), not with the joint graph's per-node output sizes.
+from ``Graph.saved`` and ``Graph.succ``, and memory is counted as ``remat.simulate`` counts it
+(autograd's gradient buffers), not with the joint graph's per-node output sizes:
+
+- the gradient of u is live from the first backward step of a consumer that sends it one (both
+  require grad) to u's own backward step; its size is mem(u);
+- during bwd v the live gradients are joined by a seed mem(v) (when no consumer sent v one) and a
+  new contribution mem(u) for each input u that requires grad; they accumulate in place after.
+
+That is exact without ``grad_alias``. With it the program is conservative: an aliased
+contribution (which the simulator does not allocate) is still counted as mem(u), and u's
+gradient is counted at the size of the largest buffer that can reach it through aliases (cat
+hands on a view of its larger output gradient), so a plan may simulate below what milp assumed.
 
 Formulation. Each backward node is evaluated exactly once, so the stages are grouped by backward
 step: group g (g = 1..n) ends with the g-th backward step, and is preceded by ``runs`` forward runs
@@ -21,9 +30,11 @@ values in the graph's topological order, each at most once. Variables:
   Only upper bounds restrict it (k computed, no later consumer computed in the stage, not read by
   the stage's backward step, not kept into t+1), so at the optimum it equals the liveness of the
   simulator, and any smaller value only over-counts memory.
+- ``Gs[g, u]`` in [0, 1], lower-bounded by D[g-1, w] - D[g-1, u] for each consumer w sending u
+  a gradient: u's gradient is live while group g runs.
 - ``U[t, k]`` memory during the fwd step of k in stage t, ``<= budget``; the backward step of each
-  group has its own row with the gradients live during it (``Gb``) instead of those between
-  backward steps (``Gs``); both are lower-bounded by the D's, exactly as the simulator allocates.
+  group has its own row: values left after the last fwd step, the Gs gradients, and what the
+  back-propagated node allocates (a constant per node, picked by B).
 
 Constraints: dependencies (R[t,j] <= R[t,i] + S[t,i] for an input i of j; a backward step needs
 its saved values), S[t+1,i] <= R[t,i] + S[t,i], a backward step after those of all consumers,
@@ -506,7 +517,8 @@ def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1
 
     Same program with the budget as the objective. ``plan.peak`` is exact when
     ``plan.status == "optimal"``; after a time limit it is the best peak found (feasible, maybe
-    not least).
+    not least). With ``grad_alias`` it is milp's own (conservative) peak, so that ``solve`` meets
+    it; ``stats["simulated_peak"]`` may be lower.
     """
     started = time.perf_counter()
     _check_options(time_limit, runs, forward_runs, backward_order)
@@ -518,7 +530,12 @@ def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1
                            f"raise time_limit ({res.message})")
     steps = form.steps(res.x)
     peak = simulate_training(graph, steps).peak
-    return _plan(graph, steps, peak, started, "memory", status, "least peak", stats)
+    if any(graph[v].grad_alias for v in graph.order):  # the program may count more than simulate
+        stats["model_peak"] = float(res.fun) * form.mscale
+        peak = max(peak, stats["model_peak"] * (1 + 1e-7))  # a budget milp itself then meets
+    plan = _plan(graph, steps, peak, started, "memory", status, "least peak", stats)
+    plan.peak = peak
+    return plan
 
 
 def _plan(graph: Graph, steps: list[Step], budget: float | None, started: float, mode: str,
