@@ -25,8 +25,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import statistics
 import sys
 import time
@@ -36,6 +34,7 @@ import remat
 from remat.graph import Graph
 from remat.simulate import simulate
 from remat.solvers import reforward
+from remat.machine import machine_info
 
 PAPER_SECONDS = {"resnet152": 59.34, "densenet201": 7335.35, "densenet201-catall": 7335.35,
                  "customnet": 0.05}
@@ -120,15 +119,6 @@ def measure(name: str, repeat: int) -> dict:
     }
 
 
-def machine() -> dict:
-    import networkx
-    import torch
-
-    return {"platform": platform.platform(), "processor": platform.processor(),
-            "python": platform.python_version(), "torch": torch.__version__,
-            "networkx": networkx.__version__, "cpu_count": os.cpu_count()}
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--graphs", nargs="+",
@@ -147,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
               flush=True)
     result = {"command": " ".join([sys.executable, *sys.argv]) if argv is None else
               " ".join(["bench/bench_reforward.py", *argv]),
-              "machine": machine(), "units": "bytes (batch 1, float32); seconds", "results": rows}
+              "machine": machine_info(), "units": "bytes (batch 1, float32); seconds", "results": rows}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(result, indent=1))
     print(f"wrote {args.out}")

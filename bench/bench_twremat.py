@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import sys
 import time
 from pathlib import Path
@@ -28,6 +26,7 @@ RESULTS = ROOT / "bench" / "results"
 import remat  # noqa: E402
 from remat.graph import Graph  # noqa: E402
 from remat.joint import joint_graph  # noqa: E402
+from remat.machine import machine_info
 
 F32 = 4
 
@@ -169,17 +168,6 @@ def transformer_graph(layers: int = 6, d: int = 512, heads: int = 8, ff: int = 2
 GiB = 2 ** 30
 SOLVERS = ("none", "greedy", "twremat")
 TABLE1 = {"resnet200": (17705, 27312, 11), "ffn100": (3217, 4447, 6), "transformer-base": (15842, 21771, 18)}
-
-
-def machine() -> dict:
-    import networkx
-    try:
-        import torch
-        torch_version = torch.__version__
-    except ImportError:  # the solvers need no torch
-        torch_version = None
-    return {"platform": platform.platform(), "processor": platform.processor(), "python": sys.version.split()[0],
-            "torch": torch_version, "networkx": networkx.__version__, "cpu_count": os.cpu_count()}
 
 
 def edges(g: Graph) -> int:
@@ -333,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = " ".join([Path(sys.executable).name, *sys.argv]) if argv is None else f"main({argv!r})"
-    common = {"command": command, "machine": machine(),
+    common = {"command": command, "machine": machine_info(),
               "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
 
     if args.quick:

@@ -1,4 +1,4 @@
-"""Hypothesis strategies shared by the tests: small random DAGs with integer sizes."""
+"""Graphs shared by the tests: hypothesis strategies for small random DAGs, and hand-sized ones."""
 
 from __future__ import annotations
 
@@ -18,4 +18,18 @@ def dags(draw, min_nodes: int = 1, max_nodes: int = 7, max_mem: int = 5, max_cos
         if single_sink and i == n - 1 and i:
             inputs = sorted(set(inputs) | {f"v{j}" for j in range(i)}, key=lambda s: int(s[1:]))
         g.add_node(f"v{i}", draw(st.integers(1, max_mem)), draw(st.integers(1, max_cost)), inputs)
+    return g
+
+
+def residual(blocks: int) -> Graph:
+    """s -> [a_i -> c_i -> b_i = c_i + b_{i-1}] * blocks -> loss, unit mem and cost (b_0 = s)."""
+    g = Graph(name="residual")
+    g.add_node("s", 1, 1)
+    prev = "s"
+    for i in range(1, blocks + 1):
+        g.add_node(f"a{i}", 1, 1, [prev])
+        g.add_node(f"c{i}", 1, 1, [f"a{i}"])
+        g.add_node(f"b{i}", 1, 1, [f"c{i}", prev])
+        prev = f"b{i}"
+    g.add_node("loss", 1, 1, [prev])
     return g

@@ -14,25 +14,12 @@ from remat import canonical
 from remat.graph import Graph
 from remat.lowerset import Poset
 from remat.solvers import chen
+from strategies import residual
 
 SOLVERS = {"chen-sqrt": chen.solve_sqrt, "chen-greedy": chen.solve_greedy}
 
 
 # ---- hand-sized graphs ----------------------------------------------------------------------
-def residual(blocks: int) -> Graph:
-    """s -> [a_i -> c_i -> b_i = c_i + b_{i-1}] * blocks -> loss, unit mem and cost (b_0 = s)."""
-    g = Graph(name="residual")
-    g.add_node("s", 1, 1)
-    prev = "s"
-    for i in range(1, blocks + 1):
-        g.add_node(f"a{i}", 1, 1, [prev])
-        g.add_node(f"c{i}", 1, 1, [f"a{i}"])
-        g.add_node(f"b{i}", 1, 1, [f"c{i}", prev])
-        prev = f"b{i}"
-    g.add_node("loss", 1, 1, [prev])
-    return g
-
-
 def biconnected() -> Graph:
     """Two sources, two sinks, every middle node reads both sources: no articulation point."""
     g = Graph(name="k22")

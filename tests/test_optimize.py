@@ -11,7 +11,7 @@ import torch
 import remat
 import models
 from remat.measure import default_loss
-from remat.optimize import BudgetError, parse_budget, vanilla_peak
+from remat.optimize import BudgetError, parse_budget
 
 
 @pytest.mark.parametrize("text, expected", [

@@ -12,7 +12,7 @@ import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from strategies import dags
+from strategies import dags, residual
 
 import remat
 from remat.graph import Graph
@@ -68,20 +68,6 @@ def sparse_dags(draw, max_nodes: int = 14) -> Graph:
 
 
 # ---- hand-sized graphs ------------------------------------------------------------------------
-def residual(blocks: int) -> Graph:
-    """s -> [a_i -> c_i -> b_i = c_i + b_{i-1}] * blocks -> loss, unit mem and cost (b_0 = s)."""
-    g = Graph(name="residual")
-    g.add_node("s", 1, 1)
-    prev = "s"
-    for i in range(1, blocks + 1):
-        g.add_node(f"a{i}", 1, 1, [prev])
-        g.add_node(f"c{i}", 1, 1, [f"a{i}"])
-        g.add_node(f"b{i}", 1, 1, [f"c{i}", prev])
-        prev = f"b{i}"
-    g.add_node("loss", 1, 1, [prev])
-    return g
-
-
 def diamond(s: int = 1, a: int = 1, b: int = 1, c: int = 1) -> Graph:
     g = Graph(name="diamond")
     g.add_node("s", s, 1)

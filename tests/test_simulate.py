@@ -2,7 +2,6 @@
 
 import pytest
 
-import remat
 from remat import canonical
 from remat import Graph, ScheduleError, schedule, simulate
 

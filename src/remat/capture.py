@@ -224,6 +224,17 @@ def _output_leaves(leaves: list[Any], gm: torch.fx.GraphModule, label: str) -> l
 # building the Graph and the Program from one fake replay
 
 
+def register_outputs(ident: dict[int, tuple], name: str, value: Any) -> None:
+    """Remember which fx value (and tuple index) each tensor object is, so a saved tensor seen in
+    a saved-tensors hook can be traced back to the value that holds it."""
+    if isinstance(value, torch.Tensor):
+        ident[id(value)] = (weakref.ref(value), name, None)
+    elif isinstance(value, (tuple, list)):
+        for i, t in enumerate(value):
+            if isinstance(t, torch.Tensor) and id(t) not in ident:
+                ident[id(t)] = (weakref.ref(t), name, i)
+
+
 class _Replay:
     """Runs the fx graph on fake tensors with autograd, recording storage ownership and saved tensors."""
 
@@ -233,12 +244,7 @@ class _Replay:
         self.pending: list[torch.Tensor] = []
 
     def register(self, name: str, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            self.ident[id(value)] = (weakref.ref(value), name, None)
-        elif isinstance(value, (tuple, list)):
-            for i, t in enumerate(value):
-                if isinstance(t, torch.Tensor) and id(t) not in self.ident:
-                    self.ident[id(t)] = (weakref.ref(t), name, i)
+        register_outputs(self.ident, name, value)
 
     def lookup(self, t: torch.Tensor) -> tuple[str, int | None] | None:
         hit = self.ident.get(id(t))

@@ -23,7 +23,8 @@ class TooManyLowerSets(RuntimeError):
     """Enumeration stopped at its cap; the message says how to proceed."""
 
 
-def _bits(mask: int) -> Iterator[int]:
+def bits(mask: int) -> Iterator[int]:
+    """Members of a bitmask, lowest bit first."""
     while mask:
         low = mask & -mask
         yield low.bit_length() - 1
@@ -123,7 +124,7 @@ class Poset:
         out: list[int] = []
         for i in range(self.n):
             acc = 1 << i
-            for j in _bits(self.pred_mask[i]):
+            for j in bits(self.pred_mask[i]):
                 acc |= out[j]
             out.append(acc)
         return out

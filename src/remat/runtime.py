@@ -31,7 +31,6 @@ identical, measured peak within 10% of ``predict``.
 
 from __future__ import annotations
 
-import weakref
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -40,7 +39,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from . import schedule
-from .capture import Output, Program, Step, signature
+from .capture import Output, Program, Step, register_outputs, signature
 from .graph import Graph
 from .simulate import Simulation, simulate
 
@@ -157,12 +156,7 @@ class _Step:
         return env
 
     def _register(self, name: str, value: Any) -> None:
-        if isinstance(value, torch.Tensor):
-            self.ident[id(value)] = (weakref.ref(value), name, None)
-        elif isinstance(value, (tuple, list)):
-            for i, t in enumerate(value):
-                if isinstance(t, torch.Tensor) and id(t) not in self.ident:
-                    self.ident[id(t)] = (weakref.ref(t), name, i)
+        register_outputs(self.ident, name, value)
 
     def _pack(self, t: torch.Tensor) -> _Handle:
         h = _Handle(packer=self.current)

@@ -59,6 +59,8 @@ from __future__ import annotations
 import time
 from typing import Iterable
 
+from networkx.utils import UnionFind
+
 from ..graph import Graph
 from ..plan import Plan
 from . import register
@@ -77,23 +79,13 @@ def objective(graph: Graph, kept: Iterable[str]) -> float:
     the graph without V_R (each component is re-forwarded from stored values as one segment).
     On a chain the components are exactly the runs between consecutive stored vertices."""
     kept = set(kept)
-    parent = {v: v for v in graph.order if v not in kept}
-
-    def find(v: str) -> str:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
-    for v in parent:
+    free = [v for v in graph.order if v not in kept]
+    parts = UnionFind(free)
+    for v in free:
         for u in graph[v].inputs:
-            if u in parent:
-                parent[find(u)] = find(v)
-    sizes: dict[str, float] = {}
-    for v in parent:
-        r = find(v)
-        sizes[r] = sizes.get(r, 0.0) + graph[v].mem
-    return graph.mem(kept) + max(sizes.values(), default=0.0)
+            if u not in kept:
+                parts.union(u, v)
+    return graph.mem(kept) + max((graph.mem(c) for c in parts.to_sets()), default=0.0)
 
 
 def is_chain(graph: Graph) -> bool:

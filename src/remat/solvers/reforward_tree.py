@@ -31,19 +31,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
+from networkx.utils import UnionFind
+
 from ..graph import Graph
+from ..lowerset import bits
 from .reforward_linear import Partial, all_leaps, search, shortest_path
 
 
 Member = tuple[int, int, int]  # a closed set inside another: (v_k, v_t, vertices between, bitmask)
-
-
-def bits(mask: int) -> Iterator[int]:
-    """The members of a bitmask vertex set, in increasing (topological) order."""
-    while mask:
-        low = mask & -mask
-        yield low.bit_length() - 1
-        mask ^= low
 
 
 @dataclass(frozen=True)
@@ -203,23 +198,12 @@ def _divide_splittable(dag: Dag, node: ClosedSet, splitting: list[int]) -> None:
 
 def _branches(dag: Dag, interior: int, members: list[int]) -> list[int]:
     """Algorithm 3 by connected components: each component of the interior is one branch."""
-    parent = {v: v for v in members}
-
-    def find(v: int) -> int:
-        while parent[v] != v:
-            parent[v] = parent[parent[v]]
-            v = parent[v]
-        return v
-
+    parts = UnionFind(members)
     for u in members:
         for w in dag.succ[u]:
             if interior >> w & 1:
-                parent[find(u)] = find(w)
-    comps: dict[int, int] = {}
-    for v in members:
-        r = find(v)
-        comps[r] = comps.get(r, 0) | (1 << v)
-    return list(comps.values())
+                parts.union(u, w)
+    return [sum(1 << v for v in comp) for comp in parts.to_sets()]
 
 
 def _divide_non_branched(dag: Dag, node: ClosedSet, members: list[int]) -> None:
