@@ -127,7 +127,9 @@ def _run_all(g: Graph, names: list[str], budget: float, mode: str, time_limit: f
 
 def _print_table(g: Graph, budget: float, vanilla_peak: float, rows: list[dict[str, Any]]) -> None:
     def gap(r: dict[str, Any]) -> str:
-        return "-" if r["gap_to_milp"] is None else f"{100 * r['gap_to_milp']:+.1f}%"
+        if r["gap_to_milp"] is None:
+            return "-"
+        return "+inf" if r["gap_to_milp"] * TINY >= 1e-3 else f"{100 * r['gap_to_milp']:+.1f}%"  # milp cost 0
 
     cols = ["solver", "status", "feasible", "fits", "peak", "recompute", "gap", "seconds"]
     table(f"{g.name}: {len(g)} nodes, budget {budget:g} (vanilla peak {vanilla_peak:g})", cols,
