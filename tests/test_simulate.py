@@ -40,6 +40,7 @@ def test_recompute_cost_counts_repeated_forwards():
     ([("fwd", "x1"), ("fwd", "x2"), ("bwd", "x1"), ("bwd", "x2")], "before all its consumers"),
     ([("fwd", "x1"), ("fwd", "x2"), ("bwd", "x2"), ("bwd", "x2")], "a second time"),
     ([("fwd", "x1"), ("fwd", "x2"), ("bwd", "x2")], "never back-propagates"),
+    ([("fwd", "x1"), ("bwd", "x2"), ("bwd", "x1")], "'x2', which was never computed"),
     ([("fwd", "x1"), ("jump", "x2")], "unknown kind"),
     ([("fwd", "zz")], "unknown node"),
 ])

@@ -58,14 +58,43 @@ def joint_graph(graph: Graph) -> tuple[Graph, str]:
     return j, END
 
 
-def joint_to_steps(sequence: Iterable[str]) -> list[Step]:
+def joint_to_steps(sequence: Iterable[str], graph: Graph | None = None) -> list[Step]:
     """Training steps of a joint-graph node sequence: v -> ("fwd", v), "b:v" -> ("bwd", v).
 
     ``"end"`` is dropped. A training step back-propagates each node once, so when the sequence
     evaluates a ``b:`` node again (a schedule-problem solver may rematerialize a gradient), only
     its first evaluation is kept: the gradient then stays in memory until it is consumed, which
     the simulator counts. The forward steps that fed a dropped repeat stay (wasted recompute).
+    With ``graph``, a forward value the sequence never computes (nobody reads it, like a loss
+    whose backward does not need it) is computed as soon as its inputs first are: autograd
+    only back-propagates through what the forward pass ran.
     """
+    steps = _convert(sequence)
+    return steps if graph is None else _compute_every_value(graph, steps)
+
+
+def _compute_every_value(graph: Graph, steps: list[Step]) -> list[Step]:
+    computed = {v for kind, v in steps if kind == "fwd"}
+    missing = [v for v in graph.order if v not in computed]
+    if not missing:
+        return steps
+    first = {}
+    for k, (kind, v) in enumerate(steps):
+        if kind == "fwd":
+            first.setdefault(v, k)
+    after: dict[int, list[str]] = {}
+    for v in missing:  # topological order: a missing input is placed before its consumer
+        at = max((first[u] for u in graph[v].inputs), default=-1)
+        after.setdefault(at, []).append(v)
+        first[v] = at
+    out: list[Step] = [("fwd", v) for v in after.get(-1, ())]
+    for k, step in enumerate(steps):
+        out.append(step)
+        out += [("fwd", v) for v in after.get(k, ())]
+    return out
+
+
+def _convert(sequence: Iterable[str]) -> list[Step]:
     steps: list[Step] = []
     done: set[str] = set()
     for v in sequence:
@@ -129,7 +158,7 @@ def training_plan(graph: Graph, budget: float | None, solver: str, sequencer: Se
     """Training problem via the joint graph: sequence it, convert, simulate (plan.peak)."""
     joint, end = joint_graph(graph)
     seq, stats = sequencer(joint, end)
-    steps = joint_to_steps(seq)
+    steps = joint_to_steps(seq, graph)
     sim = simulate_training(graph, steps)
     joint_sim = simulate_sequence(joint, seq, end)
     computed = Counter(u for k, u in steps if k == "fwd")

@@ -13,8 +13,9 @@ into the contribution if that is unshared, else into a new buffer. A buffer is f
 gradient refers to it. Memory is counted during each step: what is live plus what the step
 allocates. Nodes with ``requires_grad=False`` get no gradient at all.
 
-A schedule that reads a value not in memory, back-propagates a node twice or before all its
-consumers, or never back-propagates a node, is rejected with a ScheduleError naming the step.
+A schedule that reads a value not in memory, back-propagates a node twice, before all its
+consumers or before ever computing it, or never back-propagates a node, is rejected with a
+ScheduleError naming the step.
 
 For the schedule problem of seed 004 (``plan.problem == "schedule"``) the peak is M(σ) of §2.
 """
@@ -185,6 +186,8 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
                 raise ScheduleError(f"step {k} back-propagates {v!r} a second time")
             if pending[v]:
                 raise ScheduleError(f"step {k} back-propagates {v!r} before all its consumers")
+            if v not in computed:  # autograd only knows the ops the forward pass ran
+                raise ScheduleError(f"step {k} back-propagates {v!r}, which was never computed")
             for u in node.saved:
                 need(k, kind, v, u)
             for u in node.inputs:

@@ -377,7 +377,7 @@ def solve(graph: Graph, budget: float | None = None, *, problem: str = "training
 
     def sequencer(j: Graph, end: str) -> tuple[list[str], dict]:
         fits = None if budget is None else (
-            lambda seq: joint.within(simulate_training(graph, joint.joint_to_steps(seq)).peak, budget))
+            lambda seq: joint.within(simulate_training(graph, joint.joint_to_steps(seq, graph)).peak, budget))
         return twremat_sequence(j, end, k, fits)
 
     return joint.training_plan(graph, budget, "twremat", sequencer, started)
