@@ -42,3 +42,14 @@ def test_errors_are_one_line_messages(tmp_path, capsys):
     assert main(["solve", str(bad)]) == 2
     assert "unknown input 'q'" in capsys.readouterr().err
     assert main(["solve", str(bad).replace("bad", "missing")]) == 2
+
+
+def test_demo_plans_resnet50_with_every_fast_solver(capsys):
+    assert main(["demo", "--json", "--no-train"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    rows = {(r["budget"], r["solver"]): r for r in out["rows"]}
+    assert out["nodes"] == 176
+    assert rows[("100%", "none")]["feasible"] and rows[("100%", "none")]["recompute_cost"] == 0
+    assert not rows[("50%", "none")]["feasible"]
+    # dp-approx at its own minimal budget always has a plan
+    assert rows[("min (dp-approx)", "dp-approx")]["feasible"]
