@@ -33,3 +33,14 @@ def residual(blocks: int) -> Graph:
         prev = f"b{i}"
     g.add_node("loss", 1, 1, [prev])
     return g
+
+
+def skip_block() -> Graph:
+    """x -> f1 -> f2 -> y = f2 + x -> z, sizes 2 (z: 1), unit costs: one residual block."""
+    g = Graph(name="residual")
+    g.add_node("x", 2, 1)
+    g.add_node("f1", 2, 1, ["x"])
+    g.add_node("f2", 2, 1, ["f1"])
+    g.add_node("y", 2, 1, ["f2", "x"])
+    g.add_node("z", 1, 1, ["y"])
+    return g

@@ -7,16 +7,12 @@ import pytest
 from remat import Graph, solvers
 from remat.cli import main
 from remat.commands.compare import parse_budget
+from strategies import skip_block
 
 
 @pytest.fixture
 def graph_file(tmp_path):
-    g = Graph(name="residual")
-    g.add_node("x", 2, 1)
-    g.add_node("f1", 2, 1, ["x"])
-    g.add_node("f2", 2, 1, ["f1"])
-    g.add_node("y", 2, 1, ["f2", "x"])
-    g.add_node("z", 1, 1, ["y"])
+    g = skip_block()
     path = tmp_path / "residual.json"
     g.save(path)
     return path
