@@ -55,6 +55,24 @@ def test_views_are_not_nodes_and_multi_output_ops_are_one_node():
     assert g["sin"].saved == ("native_layer_norm",)
 
 
+def test_outputs_a_backward_does_not_keep_and_outputs_without_gradient():
+    """batch norm keeps its mean and invstd, max pooling its indices, layer norm its mean and
+    rstd: only those stay for their own backward (saved_mem), and only the float output gets a
+    gradient (grad_mem)."""
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                          nn.LayerNorm(4 * 3 * 3))
+    g = remat.capture(model, (torch.randn(2, 3, 8, 8),))
+    out = 2 * 4 * 6 * 6 * 4  # the convolution's output, float32
+    bn, pool, ln = (next(v for v in g.order if g[v].op.startswith(op))
+                    for op in ("native_batch_norm", "max_pool2d_with_indices", "native_layer_norm"))
+    assert (g[bn].mem, g[bn].saved_mem, g[bn].grad_mem) == (out + 2 * 4 * 4, 2 * 4 * 4, out)
+    assert (g[pool].mem, g[pool].saved_mem, g[pool].grad_mem) == (out // 4 * 3, out // 4 * 2, out // 4)
+    assert (g[ln].mem, g[ln].saved_mem, g[ln].grad_mem) == (out // 4 + 2 * 2 * 4, 2 * 2 * 4, out // 4)
+    assert bn in g[bn].saved and pool in g[pool].saved and ln in g[ln].saved
+    relu = next(v for v in g.order if g[v].op.startswith("relu"))
+    assert g[relu].saved_mem is None and g[relu].grad_mem is None
+
+
 def test_capture_allocates_no_activations():
     """64 GiB of activations from a 16 MiB input: traced on fake tensors, nothing allocated."""
     class Huge(nn.Module):

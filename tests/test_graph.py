@@ -18,7 +18,7 @@ def diamond() -> Graph:
 
 def test_json_round_trip_keeps_every_field(tmp_path):
     g = diamond()
-    g.add_node("e", 5, 2, ["d"], op="relu", bwd_uses=["e"])
+    g.add_node("e", 5, 2, ["d"], op="relu", bwd_uses=["e"], saved_mem=1, grad_mem=4)
     path = tmp_path / "g.json"
     g.save(path)
     h = Graph.from_json(path)
@@ -44,6 +44,8 @@ def test_nodes_may_come_in_any_order():
     ([{"id": "a", "mem": True, "cost": 1}], "node 'a': mem must be a finite number"),
     ([{"id": "a", "mem": 1}], "node 'a' is missing cost"),
     ([], "is empty"),
+    ([{"id": "a", "mem": 1, "cost": 1, "saved_mem": 2}], "saved_mem 2 exceeds mem 1"),
+    ([{"id": "a", "mem": 1, "cost": 1, "grad_mem": -2}], "node 'a': grad_mem must be >= 0"),
     ([{"id": "a", "mem": 1, "cost": 1, "inputs": ["b"]}, {"id": "b", "mem": 1, "cost": 1, "inputs": ["a"]}],
      "cycle through node"),
 ])

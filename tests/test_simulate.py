@@ -1,9 +1,13 @@
 """The liveness simulator: exact figures on hand-sized schedules, and its refusals."""
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from remat import canonical
 from remat import Graph, ScheduleError, schedule, simulate
+
+from strategies import dags
 
 
 def test_vanilla_chain_by_hand():
@@ -105,3 +109,51 @@ def test_values_without_gradient_get_none():
     # bwd y: mask + seed + grad(x) = 12 (no gradient buffer for the mask); bwd mask: nothing
     assert sim.timeline[3:] == [12, 4, 4]
     assert Graph.from_json(g.to_json())["mask"].requires_grad is False
+
+
+def batch_norm_like(saved_mem=1, grad_mem=4) -> Graph:
+    """conv -> bn -> relu -> head, where bn's backward keeps only its statistics (1 of its 5)."""
+    g = Graph()
+    g.add_node("x", 4, 1, bwd_uses=[])
+    g.add_node("bn", 5, 1, ["x"], bwd_uses=["x", "bn"], saved_mem=saved_mem, grad_mem=grad_mem)
+    g.add_node("r", 4, 1, ["bn"], bwd_uses=["r"])
+    g.add_node("h", 1, 1, ["r"], bwd_uses=["r"])
+    return g
+
+
+def test_a_value_shrinks_to_what_its_own_backward_keeps():
+    sim = simulate(batch_norm_like(), schedule.vanilla(batch_norm_like()))
+    # fwd x, bn, r: 4, 9, 13; then bn shrinks to 1 (9). fwd h: 10, h is read by nobody.
+    # bwd h: 9 + seed 1 + grad(r) 4 = 14. bwd r: 9 + grad(r) + grad(bn) 4 = 17, then r goes.
+    # bwd bn: x 4 + bn 1 + grad(bn) 4 + grad(x) 4 = 13. bwd x: its gradient only.
+    assert sim.timeline == [4, 9, 13, 10, 14, 17, 13, 4]
+    whole = simulate(batch_norm_like(None, None), schedule.vanilla(batch_norm_like(None, None)))
+    assert whole.timeline == [4, 9, 13, 14, 18, 22, 18, 4]
+
+
+def test_a_recomputed_value_shrinks_right_after_its_recomputation():
+    g = batch_norm_like()
+    steps = [("fwd", "x"), ("fwd", "bn"), ("fwd", "r"), ("free", "bn"), ("fwd", "h"), ("bwd", "h"),
+             ("bwd", "r"), ("fwd", "bn"), ("bwd", "bn"), ("bwd", "x")]
+    sim = simulate(g, steps)
+    # the recomputation allocates all of bn (x 4 + grad(bn) 4 + bn 5 = 13), then keeps 1 of it
+    assert sim.timeline[7:] == [13, 13, 4]
+    assert sim.recompute_cost == 1
+
+
+@settings(max_examples=60, deadline=None)
+@given(dags(max_nodes=8), st.data())
+def test_saved_mem_only_lowers_the_peak(g, data):
+    """Keeping a part of a value for its own backward never costs more than keeping all of it,
+    and keeping all of it (saved_mem = mem) is the default."""
+    parts = Graph(name="parts")
+    full = Graph(name="full")
+    for v in g.order:
+        n = g[v]
+        uses = tuple(dict.fromkeys((*n.inputs, v)))
+        part = data.draw(st.integers(0, int(n.mem)))
+        parts.add_node(v, n.mem, n.cost, n.inputs, bwd_uses=uses, saved_mem=part)
+        full.add_node(v, n.mem, n.cost, n.inputs, bwd_uses=uses, saved_mem=n.mem)
+    kept = [v for v in g.order if data.draw(st.booleans())]
+    steps = schedule.from_kept(g, kept)
+    assert simulate(parts, steps).peak <= simulate(full, steps).peak == simulate(g, steps).peak

@@ -21,7 +21,8 @@ How (DESIGN.md "The spine", seed 000 §2's graph of forward values):
    are not graph nodes (always in memory).
 3. ``saved_tensors_hooks`` observe what each op's autograd node saves; the saved tensors that
    are activations become ``bwd_uses`` of that node, so ``remat.simulate`` counts exactly what
-   PyTorch keeps.
+   PyTorch keeps. An op whose backward keeps only some of its own outputs (batch norm's mean
+   and inverse std, max pooling's indices) gets ``saved_mem``, the bytes of those.
 
 Costs: ``"flops"`` (torch.utils.flop_counter; ops it has no formula for count one flop per
 output element, so elementwise work is not free), ``"profile"`` (median wall time of each op
@@ -75,6 +76,7 @@ class Step:
     owners: tuple[str, ...]        # graph nodes whose storage this value lives in
     random: bool = False           # draws from an RNG: replay with the state of its first run
     mutates_state: bool = False    # writes into buffers it reads (BatchNorm running stats)
+    self_saved: tuple[int, ...] | None = None  # the only outputs its own backward keeps (Node.saved_mem)
 
 
 @dataclass(frozen=True)
@@ -277,7 +279,7 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
             rep.owner_of_storage[StorageWeakRef(ft.untyped_storage())] = None
             rep.register(ph, ft)
 
-    specs: list[tuple] = []  # id, mem, cost, inputs, op, grad_alias, requires_grad
+    specs: list[tuple] = []  # id, mem, cost, inputs, op, grad_alias, requires_grad, saved_mem, grad_mem
     steps: list[Step] = []
     kind_of: dict[str, str] = {n: "placeholder" for n in placeholders}
     owners_of: dict[str, tuple[str, ...]] = {n: () for n in placeholders}
@@ -318,6 +320,8 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
             kind_of[n.name] = kind
             owners_of[n.name] = owners
             rep.register(n.name, out)
+            own_saved: dict[StorageWeakRef, int] = {}  # storages of its own outputs its backward keeps
+            own_index: set[int] = set()
             for t in rep.pending:
                 hit = rep.lookup(t)
                 if hit is None:
@@ -325,22 +329,33 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
                     continue
                 if kind == "op":  # views and getitem save nothing worth modelling
                     saved.setdefault(n.name, []).extend(owners_of[hit[0]])
+                    ref = StorageWeakRef(t.untyped_storage())
+                    if rep.owner_of_storage.get(ref) == n.name:
+                        own_saved[ref] = t.untyped_storage().nbytes()
+                        own_index.add(-1 if hit[1] is None else hit[1])
             rep.pending.clear()
+            part = sum(own_saved.values())
+            split = kind == "op" and bool(own_saved) and part < new_bytes and -1 not in own_index and \
+                isinstance(out, (tuple, list))
             steps.append(Step(
                 name=n.name, target=_eager_equivalent(n.target), args=n.args, kwargs=dict(n.kwargs), kind=kind,
-                reads=reads, owners=owners, random=_is_random(n.target), mutates_state=_mutates_args(n.target)))
+                reads=reads, owners=owners, random=_is_random(n.target), mutates_state=_mutates_args(n.target),
+                self_saved=tuple(sorted(own_index)) if split else None))
             if kind == "op":
                 inputs = tuple(dict.fromkeys(o for r in reads for o in owners_of[r]))
                 alias = tuple(dict.fromkeys(o for r in _grad_passthrough(n, out, env) for o in owners_of[r]))
                 grad = any(t.requires_grad for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor))
-                specs.append((n.name, new_bytes, _cost(cost, n, flops, out), inputs, _op_name(n.target), alias, grad))
+                grad_bytes = _grad_bytes(out) if grad else None
+                specs.append((n.name, new_bytes, _cost(cost, n, flops, out), inputs, _op_name(n.target), alias, grad,
+                              part if split else None, grad_bytes if grad_bytes != new_bytes else None))
     times = _profile_times(steps, placeholders, flat) if cost == "profile" else {}
     g = Graph(name=label)
-    for v, mem, c, inputs, op, alias, grad in specs:
+    for v, mem, c, inputs, op, alias, grad, part, grad_bytes in specs:
         allowed = set(inputs) | {v}
         uses = [u for u in dict.fromkeys(saved.get(v, ())) if u in allowed]
         g.add_node(v, mem=mem, cost=times.get(v, c), inputs=inputs, op=op, bwd_uses=uses,
-                   grad_alias=[u for u in alias if u in inputs], requires_grad=grad)
+                   grad_alias=[u for u in alias if u in inputs], requires_grad=grad,
+                   saved_mem=part if v in uses else None, grad_mem=grad_bytes)
     out_node = next(n for n in nodes if n.op == "output")
     last = {}
     for i, s in enumerate(steps):
@@ -373,6 +388,11 @@ def _ownership(rep: _Replay, name: str, out: Any) -> tuple[float | None, tuple[s
         new += t.untyped_storage().nbytes()
         fresh = True
     return (new if fresh else None), tuple(owners)
+
+
+def _grad_bytes(out: Any) -> int:
+    """Bytes of the gradient of ``out``: its outputs that require grad, each a dense buffer."""
+    return sum(t.numel() * t.element_size() for t in _tensors(out) if t.requires_grad)
 
 
 def _is_write_back(n: torch.fx.Node, kind_of: dict[str, str]) -> bool:

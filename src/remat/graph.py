@@ -12,6 +12,12 @@ contribution is the node's own gradient buffer, not a new tensor: PyTorch's back
 cat or clone hands the incoming gradient (or a view of it) straight on, allocating nothing.
 ``requires_grad=False`` marks values no gradient flows into (a dropout mask, an index): their
 backward steps do nothing and their consumers' backward steps make no gradient for them.
+``saved_mem`` is the part of ``mem`` that the node's own backward keeps when it lists itself in
+``bwd_uses``: an op with several outputs whose backward saves only some of them (batch norm
+keeps its mean and inverse std, not its output; max pooling keeps its indices). None means all
+of ``mem``. Once the rest of a value has no reader left, only ``saved_mem`` of it stays.
+``grad_mem`` is the size of the value's gradient when only some of its outputs are
+differentiable (max pooling's indices and batch norm's statistics get none); None means ``mem``.
 
 JSON format ``remat-graph/1``; validation names the offending node in every message.
 """
@@ -45,6 +51,18 @@ class Node:
     bwd_uses: tuple[str, ...] | None = None
     grad_alias: tuple[str, ...] = ()
     requires_grad: bool = True
+    saved_mem: float | None = None
+    grad_mem: float | None = None
+
+    @property
+    def grad_size(self) -> float:
+        """Size of this value's gradient buffer."""
+        return self.mem if self.grad_mem is None else self.grad_mem
+
+    @property
+    def self_kept(self) -> float:
+        """Memory of this value that must stay for its own backward step alone."""
+        return self.mem if self.saved_mem is None else self.saved_mem
 
     @property
     def saved(self) -> tuple[str, ...]:
@@ -84,6 +102,8 @@ class Graph:
         bwd_uses: Iterable[str] | None = None,
         grad_alias: Iterable[str] = (),
         requires_grad: bool = True,
+        saved_mem: float | None = None,
+        grad_mem: float | None = None,
     ) -> Node:
         """Add one value. Inputs may name nodes added later; ``validate`` checks them."""
         if not isinstance(id, str) or not id:
@@ -103,8 +123,16 @@ class Graph:
         grad_alias = tuple(dict.fromkeys(grad_alias))
         if any(u not in inputs for u in grad_alias):
             raise GraphError(f"node {id!r}: grad_alias {list(grad_alias)} must be among its inputs")
-        node = Node(id, _check_number(id, "mem", mem), _check_number(id, "cost", cost), inputs, op,
-                    bwd_uses, grad_alias, bool(requires_grad))
+        mem = _check_number(id, "mem", mem)
+        if saved_mem is not None:
+            saved_mem = _check_number(id, "saved_mem", saved_mem)
+            if saved_mem > mem:
+                raise GraphError(f"node {id!r}: saved_mem {saved_mem} exceeds mem {mem}: it is the part of "
+                                 f"the value its own backward keeps")
+        if grad_mem is not None:
+            grad_mem = _check_number(id, "grad_mem", grad_mem)
+        node = Node(id, mem, _check_number(id, "cost", cost), inputs, op,
+                    bwd_uses, grad_alias, bool(requires_grad), saved_mem, grad_mem)
         self._nodes[id] = node
         self._invalidate()
         return node
@@ -214,6 +242,10 @@ class Graph:
                 d["grad_alias"] = list(n.grad_alias)
             if not n.requires_grad:
                 d["requires_grad"] = False
+            if n.saved_mem is not None:
+                d["saved_mem"] = n.saved_mem
+            if n.grad_mem is not None:
+                d["grad_mem"] = n.grad_mem
             nodes.append(d)
         return {"format": FORMAT, "name": self.name, "nodes": nodes}
 
@@ -248,7 +280,8 @@ class Graph:
             if missing:
                 raise GraphError(f"node {d['id']!r} is missing {', '.join(missing)}")
             g.add_node(d["id"], d["mem"], d["cost"], d.get("inputs", ()), d.get("op"), d.get("bwd_uses"),
-                       d.get("grad_alias", ()), d.get("requires_grad", True))
+                       d.get("grad_alias", ()), d.get("requires_grad", True), d.get("saved_mem"),
+                       d.get("grad_mem"))
         g.validate()
         return g
 

@@ -31,6 +31,7 @@ identical, measured peak within 10% of ``predict``.
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -117,6 +118,10 @@ class _Step:
         self.consts = consts
         self.store: dict[str, Any] = {}
         self.remaining = dict(c.reads)
+        # values whose own backward, still to come, keeps only some of their outputs (Node.saved_mem)
+        self.self_pending = {v for v in self.graph.order
+                             if self.graph[v].saved_mem is not None and v in self.graph[v].saved}
+        self.shrunk: set[str] = set()
         self.rng: dict[str, tuple] = {}
         self.handles: dict[str, list[_Handle]] = {}
         self.unpacked: dict[str, int] = {}
@@ -148,7 +153,7 @@ class _Step:
                 self._register(s.name, out)
                 self._resolve(s.name)
                 if s.kind == "op" and s.name in self.c.kept and self.remaining[s.name] > 0:
-                    self.store[s.name] = out
+                    self._hold(s.name, out)
                 for r in (*s.reads, s.name):
                     if r not in self.consts and prog.last_reader.get(r, -1) <= i:
                         env.pop(r, None)
@@ -191,6 +196,7 @@ class _Step:
         value = self._fx_value(*h.ref)
         self.unpacked[w] = self.unpacked.get(w, 0) + 1
         if self.unpacked[w] == len(self.handles.get(w, ())) and w in self.graph:
+            self.self_pending.discard(w)
             for u in self.graph[w].saved:
                 self._read(u)
         return value
@@ -199,10 +205,23 @@ class _Step:
         self.store.clear()
         self.rng.clear()
 
+    def _hold(self, v: str, out: Any) -> None:
+        """Keep ``out`` for the backward; only the outputs v's own backward keeps, if that is all
+        that is left to read (the simulator's shrink to ``Node.saved_mem``)."""
+        self.store[v] = out
+        self.shrunk.discard(v)
+        if self.remaining[v] == 1 and v in self.self_pending:
+            keep = self.c.steps_by_name[v].self_saved or ()
+            self.store[v] = type(out)(x if i in keep else None for i, x in enumerate(out))
+            self.shrunk.add(v)
+
     def _read(self, u: str) -> None:
         self.remaining[u] -= 1
         if self.remaining[u] <= 0:
             self.store.pop(u, None)
+            self.shrunk.discard(u)
+        elif u in self.store and u not in self.shrunk:
+            self._hold(u, self.store[u])
 
     def _materialize(self, needed: tuple[str, ...] | list[str]) -> None:
         missing: set[str] = set()
@@ -226,7 +245,7 @@ class _Step:
                 out = _with_rng(self.rng[v], lambda: s.target(*args, **kwargs))
             else:
                 out = s.target(*args, **kwargs)
-        self.store[v] = out
+        self._hold(v, out)
         self.stats.recomputed += 1
         for u in self.graph[v].inputs:
             self._read(u)
@@ -237,11 +256,16 @@ class _Step:
         else:
             s = self.c.steps_by_name[name]
             if s.kind == "op":
+                if name in self.shrunk and (index is None or self.store[name][index] is None):
+                    del self.store[name]  # an output dropped for good: recompute it below
+                    self.shrunk.discard(name)
                 if name not in self.store:  # an order the schedule did not foresee
                     self.stats.unplanned += 1
                     self.remaining[name] = max(self.remaining[name], 0) + 1
                     self._materialize([name])
                 value = self.store[name]
+            elif s.target is operator.getitem and isinstance(s.args[0], torch.fx.Node) and not s.kwargs:
+                value = self._fx_value(s.args[0].name, s.args[1])  # one output: it may be all that is held
             else:
                 with torch.no_grad():
                     args, kwargs = _bind(s, lambda a: self._fx_value(a, None))

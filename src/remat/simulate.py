@@ -11,7 +11,9 @@ then releases v's gradient, then adds each contribution into the input's gradien
 contribution becomes that gradient; a later one is added in place into an unshared buffer, else
 into the contribution if that is unshared, else into a new buffer. A buffer is freed when no
 gradient refers to it. Memory is counted during each step: what is live plus what the step
-allocates. Nodes with ``requires_grad=False`` get no gradient at all.
+allocates. Nodes with ``requires_grad=False`` get no gradient at all. A value whose own
+backward keeps only part of it (``Node.saved_mem``) shrinks to that part after its last other read.
+Gradient buffers have the size of the differentiable part of a value (``Node.grad_size``).
 
 A schedule that reads a value not in memory, back-propagates a node twice, before all its
 consumers or before ever computing it, or never back-propagates a node, is rejected with a
@@ -56,31 +58,40 @@ def simulate(graph: Graph, plan: Plan | list) -> Simulation:
     return simulate_training(graph, steps)
 
 
-def _last_reads(graph: Graph, steps: list[Step]) -> list[list[str]]:
-    """For each step, the forward values whose live interval ends right after it."""
+def _last_reads(graph: Graph, steps: list[Step]) -> tuple[list[list[str]], list[list[str]]]:
+    """For each step, the forward values whose live interval ends right after it, and those that
+    shrink to ``Node.self_kept`` after it (their last read before their own backward step, when
+    that backward keeps only part of them)."""
     ends: list[list[str]] = [[] for _ in steps]
+    shrinks: list[list[str]] = [[] for _ in steps]
     current: dict[str, int] = {}  # value -> index of the step that ends its interval so far
+    other: dict[str, int] = {}    # value -> index of its last read other than its own backward
 
     def close(v: str) -> None:
         if v in current:
-            ends[current.pop(v)].append(v)
+            last, before = current.pop(v), other.pop(v)
+            if last != before and steps[last] == ("bwd", v) and graph[v].self_kept < graph[v].mem:
+                shrinks[before].append(v)
+            ends[last].append(v)
 
     for k, (kind, v) in enumerate(steps):
         if kind == "fwd":
             for u in graph[v].inputs:
                 if u in current:
-                    current[u] = k
+                    current[u] = other[u] = k
             close(v)
-            current[v] = k
+            current[v] = other[v] = k
         elif kind == "bwd":
             for u in graph[v].saved:
                 if u in current:
                     current[u] = k
+                    if u != v:
+                        other[u] = k
         elif kind == "free":
             close(v)
     for v in list(current):
         close(v)
-    return ends
+    return ends, shrinks
 
 
 def _check_steps(graph: Graph, steps: list[Step]) -> None:
@@ -142,20 +153,20 @@ class _Grads:
 def _backward(graph: Graph, node, grads: _Grads) -> float:
     """One backward step's gradient traffic; returns the most gradient memory held during it."""
     if node.id not in grads.of:  # a sink: its gradient is the seed of the backward pass
-        grads.of[node.id] = grads.new(node.mem)
+        grads.of[node.id] = grads.new(node.grad_size)
     mine = grads.of.pop(node.id)
     targets = [u for u in node.inputs if graph[u].requires_grad]
-    contributions = [grads.share(mine) if u in node.grad_alias else grads.new(graph[u].mem) for u in targets]
+    contributions = [grads.share(mine) if u in node.grad_alias else grads.new(graph[u].grad_size) for u in targets]
     held = grads.mem
     grads.drop(mine)
     for u, c in zip(targets, contributions):
-        held = max(held, grads.accumulate(u, c, graph[u].mem))
+        held = max(held, grads.accumulate(u, c, graph[u].grad_size))
     return held
 
 
 def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
     _check_steps(graph, steps)
-    ends = _last_reads(graph, steps)
+    ends, shrinks = _last_reads(graph, steps)
     live: dict[str, float] = {}   # forward values in memory
     grads = _Grads()
     fwd_mem = 0.0
@@ -199,6 +210,10 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
                 during = _backward(graph, node, grads) + fwd_mem
         else:
             during = fwd_mem + grads.mem
+        for u in shrinks[k]:
+            if u in live:
+                fwd_mem -= live[u] - graph[u].self_kept
+                live[u] = graph[u].self_kept
         for u in ends[k]:
             fwd_mem -= live.pop(u, 0.0)
         timeline.append(during)
@@ -217,7 +232,7 @@ def simulate_sequence(graph: Graph, seq: list[str], final: str | None = None) ->
     reads before it is computed again (or ``final``); the memory of step i is M(U_{i-1} ∪ {σ_i}).
     """
     final = final or graph.sinks[-1]
-    ends = _last_reads(graph, [("fwd", v) for v in seq])
+    ends, _ = _last_reads(graph, [("fwd", v) for v in seq])
     live: dict[str, float] = {}
     mem = peak = recompute = 0.0
     peak_step = 0
