@@ -210,3 +210,16 @@ def test_predict_is_the_simulation_of_the_executed_schedule():
     g = program.graph
     kept = list(g.order)[::4]
     assert predict(g, kept).peak == remat.simulate(g, remat.schedule.from_kept(g, kept)).peak
+
+
+def test_a_plan_that_recomputes_nothing_runs_the_model_itself():
+    model, inputs = models.build_cnn()
+    program = trace(model, inputs)
+    calls = []
+    model.register_forward_hook(lambda *_: calls.append(1))
+    everything = RematModule(model, Compiled.of(program, list(program.graph.order)))
+    default_loss(everything(*inputs)).backward()
+    assert everything.compiled.recomputes == 0 and calls == [1]
+    nothing = RematModule(model, Compiled.of(program, []))
+    default_loss(nothing(*inputs)).backward()
+    assert nothing.compiled.recomputes > 0 and calls == [1] and nothing.stats.recomputed > 0

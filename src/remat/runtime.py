@@ -86,14 +86,17 @@ class Compiled:
     pos: dict[str, int]
     prediction: Simulation
     plan: Any = None
+    recomputes: int = 0  # ops the schedule computes a second time; 0: the plain step, run as is
 
     @classmethod
     def of(cls, program: Program, kept: list[str] | set[str], plan: Any = None) -> "Compiled":
         g = program.graph
         steps = executed_schedule(g, kept)
+        forwards = [v for kind, v in steps if kind == "fwd"]
         return cls(program=program, kept=frozenset(kept), reads=planned_reads(g, steps),
                    steps_by_name={s.name: s for s in program.steps},
-                   pos={v: i for i, v in enumerate(g.order)}, prediction=simulate(g, steps), plan=plan)
+                   pos={v: i for i, v in enumerate(g.order)}, prediction=simulate(g, steps), plan=plan,
+                   recomputes=len(forwards) - len(set(forwards)))
 
 
 @dataclass
@@ -324,7 +327,8 @@ def run_step_forward(c: Compiled, model: nn.Module, args: tuple, kwargs: dict,
 
 
 class RematModule(nn.Module):
-    """The optimized model: ``forward`` trains under the plan; eval / no_grad run the model as is.
+    """The optimized model: ``forward`` trains under the plan; eval / no_grad run the model as is,
+    and so does training under a plan that recomputes nothing (it keeps what autograd keeps).
 
     ``module`` is the user's model itself (its parameters, buffers and ``state_dict``, without a
     prefix). A call with a new input signature (shapes, dtypes, train/eval flags) re-plans with
@@ -360,6 +364,8 @@ class RematModule(nn.Module):
                                    "ones the plan was made for; call remat.optimize again with them")
             c = self._plans[key] = self._replan(args, kwargs)
         self.compiled = c
+        if c.recomputes == 0:  # a plan that recomputes nothing is the plain step: no interpreter
+            return self.module(*args, **kwargs)
         return run_step_forward(c, self.module, args, kwargs, self.stats)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict:
