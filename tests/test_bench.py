@@ -276,6 +276,29 @@ def test_run_suite_end_to_end_writes_json_plots_and_report(tmp_path):
     low = min((r for r in net.values() if r["solver"] != "none"), key=lambda r: r["profiler_peak"])
     assert head[1]["network"] == "net" and head[1]["measured_best_profiler"] == low["method"]
     assert head[1]["measured_reduction_profiler"] == 1 - low["profiler_peak"] / net["vanilla"]["profiler_peak"]
+    assert "At equal measured peak" in text and (tmp_path / "peers_equal_peak.json").exists()
+    (tmp_path / "report.md").unlink()
+    assert report.rewrite(tmp_path).read_text() == text  # the same report, from the JSON files alone
+
+
+def test_rewrite_needs_a_run_folder(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no section JSON"):
+        report.rewrite(tmp_path)
+
+
+def test_peers_at_equal_peak_takes_the_fastest_plan_that_fits():
+    def row(method, kind, peak, time):
+        return {"network": "n", "method": method, "kind": kind, "status": "ok", "profiler_peak": peak,
+                "memory_ratio": peak / 100, "time_ratio": time}
+
+    rows = [row("vanilla", "vanilla", 100, 1.0), row("ckpt", "peer", 60, 1.3), row("compile", "peer", 20, 1.5),
+            row("a 50%", "remat", 50, 1.35), row("b 60%", "remat", 60.5, 1.2), row("c 70%", "remat", 70, 1.1)]
+    got = {r["peer"]: r for r in report.peers_at_equal_peak(rows)}
+    # 60.5 is within the 1% slack of 60: the fastest plan that fits is b, 1.2 / 1.3 - 1 = -8%
+    assert got["ckpt"]["remat_method"] == "b 60%" and got["ckpt"]["verdict"] == "remat no slower (8% faster)"
+    assert "remat_method" not in got["compile"] and "lowest: a 50%" in got["compile"]["verdict"]
+    slower = report.peers_at_equal_peak([*rows[:2], row("a 50%", "remat", 50, 1.43)])
+    assert slower[0]["verdict"] == "remat 10% slower"
 
 
 def test_plots_write_nonempty_files_even_without_data(tmp_path):

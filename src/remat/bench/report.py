@@ -86,6 +86,42 @@ def _headline_md(rows: Rows) -> str:
           both(r, "tc_reduction", pct=True), _fmt(r.get("tc_time_ratio"))] for r in rows])
 
 
+def peers_at_equal_peak(rows: Rows, slack: float = 0.01) -> Rows:
+    """For each measured peer, remat's fastest plan whose measured peak is no higher (profiler
+    method for both, ``slack`` for allocator rounding), and how their step times compare."""
+    out = []
+    ok = [r for r in rows if r.get("status") == "ok" and r.get("profiler_peak") and r.get("time_ratio")]
+    for net in dict.fromkeys(r["network"] for r in ok):
+        mine = [r for r in ok if r["network"] == net]
+        plans = [r for r in mine if r.get("kind") == "remat"]
+        for peer in (r for r in mine if r.get("kind") == "peer"):
+            row = {"network": net, "peer": peer["method"], "peer_memory_ratio": peer["memory_ratio"],
+                   "peer_time_ratio": peer["time_ratio"]}
+            fits = [r for r in plans if r["profiler_peak"] <= peer["profiler_peak"] * (1 + slack)]
+            best = min(fits, key=lambda r: r["time_ratio"], default=None)
+            if best is None:
+                low = min(plans, key=lambda r: r["profiler_peak"], default=None)
+                row["verdict"] = ("no remat plan measured" if low is None else
+                                  f"no remat plan of the sweep reached this peak (lowest: {low['method']}, "
+                                  f"memory {low['memory_ratio']:.2f})")
+            else:
+                row.update(remat_method=best["method"], remat_memory_ratio=best["memory_ratio"],
+                           remat_time_ratio=best["time_ratio"])
+                gap = best["time_ratio"] / peer["time_ratio"] - 1
+                row["verdict"] = (f"remat no slower ({-100 * gap:.0f}% faster)" if gap <= 0
+                                  else f"remat {100 * gap:.0f}% slower")
+            out.append(row)
+    return out
+
+
+def _peers_md(rows: Rows) -> str:
+    return md_table(["network", "peer", "peer memory / vanilla", "peer time ratio", "remat plan at <= that peak",
+                     "its memory / vanilla", "its time ratio", "verdict"],
+                    [[r["network"], r["peer"], _fmt(r["peer_memory_ratio"]), _fmt(r["peer_time_ratio"]),
+                      _fmt(r.get("remat_method")), _fmt(r.get("remat_memory_ratio")), _fmt(r.get("remat_time_ratio")),
+                      r["verdict"]] for r in rows])
+
+
 def _status(r: dict[str, Any]) -> str:
     return "" if r.get("status") == "ok" else f"{r.get('status')}: {str(r.get('message', ''))[:80]}"
 
@@ -185,5 +221,34 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
         add("Trade-off with the peers, MEASURED (profiler method: allocator level, intra-op temporaries "
             "included, the only method that sees torch.compile; storage tracking: op level, eager steps only)", "",
             _tradeoff_md(sections["tradeoff_measured"], True))
+        add("At equal measured peak: remat's fastest plan vs each peer (profiler method for both; from the "
+            "measured trade-off above)", "", _peers_md(peers_at_equal_peak(sections["tradeoff_measured"])))
     path.write_text("\n\n".join(parts) + "\n")
     return path
+
+
+SECTIONS = ("table1_predicted", "table1_measured", "seed003_table1", "seed003_table2", "seed004_depth",
+            "seed004_transformer", "tradeoff_predicted", "tradeoff_measured")
+
+
+def rewrite(out: Path) -> Path:
+    """Write ``out/report.md`` again from the section JSONs and plots a run left there (after a
+    change to the report, or for a run stopped before its end)."""
+    import json
+
+    sections: dict[str, Rows] = {}
+    header: dict[str, Any] = {}
+    for name in SECTIONS:
+        path = out / f"{name}.json"
+        if path.exists():
+            data = json.loads(path.read_text())
+            sections[name] = data["rows"]
+            header = header or {k: data[k] for k in ("command", "date", "machine", "torch_threads") if k in data}
+    if not sections:
+        raise FileNotFoundError(f"{out} holds no section JSON of a bench run ({', '.join(SECTIONS)})")
+    order = lambda p: (p.stem.startswith("tradeoff_"), p.stem.endswith("_measured"), p.stem)  # noqa: E731
+    plots = {p.stem.replace("seed003_table1", "seed003"): p for p in sorted(out.glob("*.png"), key=order)}
+    summary = out / "results.json"
+    run = json.loads(summary.read_text()) if summary.exists() else {}
+    suite = run.get("suite") or ("paper" if "--suite paper" in str(header.get("command")) else "quick")
+    return write(out / "report.md", suite, sections, plots, header, run.get("seconds") or 0.0)

@@ -172,6 +172,9 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
     if measured_sweep:
         section("tradeoff_measured", measured_sweep, figures="MEASURED on this CPU, profiler method; "
                 "memory_ratio and time_ratio against vanilla in the same run")
+        write_json(out / "peers_equal_peak.json", "peers_equal_peak", report.peers_at_equal_peak(measured_sweep),
+                   header, figures="from tradeoff_measured: remat's fastest plan at or below each peer's "
+                   "measured peak (profiler method, 1% slack)")
     results["seconds"] = time.perf_counter() - started
     results["report"] = report.write(out / "report.md", suite.name, sections, results["plots"], header,
                                      results["seconds"])

@@ -25,6 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="torch CPU threads (default 1: on a shared machine more threads than free cores "
                         "make every step several times slower and the timings noisy)")
     p.add_argument("--json", action="store_true", help="print one JSON object (the headline) at the end")
+    p.add_argument("--report-only", action="store_true",
+                   help="run nothing: write report.md again from the JSON results already in --out")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -38,6 +40,11 @@ def run(args: argparse.Namespace) -> int:
     if args.networks:
         suite = suite.only(tuple(n.strip() for n in args.networks.split(",") if n.strip()))
     out = Path(args.out) if args.out else Path("bench/results") / suite.name
+    if args.report_only:
+        from ..bench.report import rewrite
+
+        print(f"wrote {rewrite(out)}")
+        return 0
     if args.threads < 1:
         raise ValueError(f"--threads must be at least 1, got {args.threads}")
     import torch
