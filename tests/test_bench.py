@@ -312,3 +312,13 @@ def test_cli_parses_bench_and_suites_restrict_to_networks():
     only = SUITES["quick"].only(("vgg19",))
     assert only.table1_networks == ("vgg19",) and only.tradeoff_networks == ()
     assert only.measured_sizes == () and SUITES["quick"].only(("resnet50",)).measured_sizes and only.seed004_transformer == ()
+
+
+def test_sections_only_runs_just_those_sections():
+    from remat.bench.suite import sections_only
+
+    s = sections_only(SUITES["paper"], ("table1_measured",))
+    assert s.measured_sizes == SUITES["paper"].measured_sizes
+    assert s.table1_networks == s.seed003_networks == s.seed004_depths == s.measured_tradeoff == ()
+    with pytest.raises(ValueError, match="unknown section"):
+        sections_only(SUITES["quick"], ("table9",))

@@ -52,6 +52,23 @@ class Suite:
                        seed004_transformer=self.seed004_transformer if "transformer" in keep else ())
 
 
+# section name -> the Suite fields that make it run (emptied to leave the section out)
+SECTION_FIELDS: dict[str, tuple[str, ...]] = {
+    "table1_predicted": ("table1_networks",), "table1_measured": ("measured_sizes",),
+    "seed003": ("seed003_networks",), "seed004": ("seed004_depths", "seed004_transformer"),
+    "tradeoff_predicted": ("tradeoff_networks",), "tradeoff_measured": ("measured_tradeoff",),
+}
+
+
+def sections_only(suite: Suite, names: tuple[str, ...]) -> Suite:
+    """``suite`` running only the sections ``names`` (keys of SECTION_FIELDS)."""
+    unknown = [n for n in names if n not in SECTION_FIELDS]
+    if unknown:
+        raise ValueError(f"unknown section(s) {unknown}: choose from {', '.join(SECTION_FIELDS)}")
+    drop = {f: () for n, fields in SECTION_FIELDS.items() if n not in names for f in fields}
+    return replace(suite, **drop)
+
+
 PAPER_NETWORKS = ("pspnet", "unet", "resnet50", "resnet152", "vgg19", "densenet161", "googlenet")
 
 SUITES: dict[str, Suite] = {

@@ -21,6 +21,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", default=None, help="output folder (default bench/results/<suite>/)")
     p.add_argument("--networks", default=None,
                    help="comma-separated subset of networks for every section (e.g. vgg19,resnet18)")
+    p.add_argument("--sections", default=None,
+                   help="comma-separated subset of sections to run: table1_predicted, table1_measured, seed003, "
+                        "seed004, tradeoff_predicted, tradeoff_measured (default: all)")
     p.add_argument("--threads", type=int, default=1,
                    help="torch CPU threads (default 1: on a shared machine more threads than free cores "
                         "make every step several times slower and the timings noisy)")
@@ -39,6 +42,10 @@ def run(args: argparse.Namespace) -> int:
     suite = SUITES[args.suite]
     if args.networks:
         suite = suite.only(tuple(n.strip() for n in args.networks.split(",") if n.strip()))
+    if args.sections:
+        from ..bench.suite import sections_only
+
+        suite = sections_only(suite, tuple(n.strip() for n in args.sections.split(",") if n.strip()))
     out = Path(args.out) if args.out else Path("bench/results") / suite.name
     if args.report_only:
         from ..bench.report import rewrite
