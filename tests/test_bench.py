@@ -214,6 +214,21 @@ def test_measured_rows_say_when_pieces_are_missing():
                      "status": "unavailable", "message": "remat.optimize not available"}]
 
 
+def test_a_network_that_cannot_be_captured_is_a_row_and_the_others_still_run():
+    def capture(model, inputs):
+        if inputs[0].shape[0] == 1:
+            raise ValueError("Expected more than 1 value per channel when training")
+        return remat.Graph.chain(3)
+
+    saved = []
+    rows = table1_measured(["one", "net"], {"one": Size(1), "net": Size(8)}, replace(fake_tools(), capture=capture),
+                           methods=measured.MEASURED_METHODS[:2], timing=Timing(repeats=1, warmup=0),
+                           checkpoint=lambda rows: saved.append(len(rows)))
+    assert rows[0]["network"] == "one" and rows[0]["status"] == "failed" and "per channel" in rows[0]["message"]
+    assert [r["method"] for r in rows[1:]] == ["vanilla", "chen"] and all(r["status"] == "ok" for r in rows[1:])
+    assert saved == [1, 3]  # the rows so far, after each network
+
+
 def test_tradeoff_measured_with_peers():
     rows = tradeoff_measured("net", Size(64), fake_tools(), ["dp-approx"], [0.5], compile_budgets=(),
                              timing=Timing(repeats=2, warmup=0))

@@ -141,11 +141,14 @@ def _optimized(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m: Met
 def table1_measured(networks: Iterable[str], sizes: dict[str, Size], tools: Tools,
                     methods: Iterable[Method] = MEASURED_METHODS, timing: Timing = Timing(),
                     peaks: tuple[str, ...] = ("tracker", "profiler"),
-                    progress: Progress = _quiet) -> list[dict[str, Any]]:
+                    progress: Progress = _quiet,
+                    checkpoint: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
     """Seed 000 Table 1's methods, run for real; one row per (network, method).
 
     ``peaks``: the measurement methods to run ("tracker": ``storage_peak``, live-storage
     tracking by remat.measure; "profiler": ``profiler_peak``); each costs two steps per method.
+    A network that cannot be built or captured becomes a failed row; ``checkpoint`` gets the
+    rows so far after each network (the suite writes them, so a stopped run keeps them).
     """
     missing = tools.missing()
     rows: list[dict[str, Any]] = []
@@ -157,14 +160,20 @@ def table1_measured(networks: Iterable[str], sizes: dict[str, Size], tools: Tool
                          "message": f"remat.{', remat.'.join(missing)} not available"})
             continue
         progress(f"table 1 (measured): {net} build and capture")
-        model, inputs = tools.build(net, **size.build_options())
-        graph = tools.capture(model, inputs)
+        try:
+            model, inputs = tools.build(net, **size.build_options())
+            graph = tools.capture(model, inputs)
+        except Exception as e:  # one network failing must not lose the others' figures
+            rows.append({**label, "method": "all", "status": "failed", "message": f"{type(e).__name__}: {e}"})
+            checkpoint(rows)
+            continue
         steps: dict[str, Step] = {}
         for m in methods:
             progress(f"table 1 (measured): {net} {m.label}")
             rows.append({**label, **_measure_method(tools, model, inputs, graph, m, steps, peaks)})
         progress(f"table 1 (measured): {net} timing {len(steps)} methods round-robin")
         _attach_times(rows, steps, net, timing)
+        checkpoint(rows)
     return rows
 
 

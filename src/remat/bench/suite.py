@@ -98,7 +98,7 @@ SUITES: dict[str, Suite] = {
         exact_networks=None,
         measured_sizes=tuple((n, Size(8, 224)) for n in ("resnet50", "resnet152", "vgg19", "densenet161",
                                                           "googlenet"))
-        + (("unet", Size(2, 188)), ("pspnet", Size(1, 321))),
+        + (("unet", Size(2, 188)), ("pspnet", Size(2, 321))),  # batch norm after 1x1 pooling needs 2
         measured_methods=measured.MEASURED_METHODS + (Method("exact-tc", "dp-exact", "time"),
                                                       Method("exact-mc", "dp-exact", "memory")),
         measured_peaks=("tracker", "profiler"),
@@ -148,11 +148,13 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
         results["plots"]["table1_predicted"] = plots.reductions(rows, out / "table1_predicted.png")
     if suite.measured_sizes:
         nets = tuple(n for n, _ in suite.measured_sizes)
+        figures = ("MEASURED on this CPU: storage_peak = live-storage tracking (remat.measure), profiler_peak = "
+                   "torch.profiler allocator replay; bytes; time_ratio = median of per-round ratios to vanilla, "
+                   "round-robin")
         rows = measured.table1_measured(nets, dict(suite.measured_sizes), tools, suite.measured_methods,
-                                        timing=suite.timing, peaks=suite.measured_peaks, progress=progress)
-        section("table1_measured", rows, figures="MEASURED on this CPU: storage_peak = live-storage "
-                "tracking (remat.measure), profiler_peak = torch.profiler allocator replay; bytes; "
-                "time_ratio = median of per-round ratios to vanilla, round-robin")
+                                        timing=suite.timing, peaks=suite.measured_peaks, progress=progress,
+                                        checkpoint=lambda rows: section("table1_measured", rows, figures=figures))
+        section("table1_measured", rows, figures=figures)
         kind = "profiler" if "profiler" in suite.measured_peaks else "storage"
         results["plots"]["table1_measured"] = plots.reductions(
             rows, out / "table1_measured.png", key=f"reduction_{kind}",
