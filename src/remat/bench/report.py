@@ -251,4 +251,8 @@ def rewrite(out: Path) -> Path:
     summary = out / "results.json"
     run = json.loads(summary.read_text()) if summary.exists() else {}
     suite = run.get("suite") or ("paper" if "--suite paper" in str(header.get("command")) else "quick")
+    if run:  # the summary's headline from every section present, not only the last run's
+        run["rows"] = headline(sections)
+        run["files"] = sorted(p.name for p in out.iterdir())
+        summary.write_text(json.dumps(run, indent=1, default=str))
     return write(out / "report.md", suite, sections, plots, header, run.get("seconds") or 0.0)

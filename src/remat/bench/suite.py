@@ -88,7 +88,7 @@ SUITES: dict[str, Suite] = {
                        "twremat", "greedy"),
         measured_tradeoff=(("resnet18", Size(4, 64)),),
         measured_solvers=("dp-approx", "twremat"),
-        measured_fractions=(0.6, 0.8),
+        measured_fractions=(0.4, 0.6, 0.8),
         compile_budgets=(0.5, 0.1),
         timing=Timing(repeats=9, warmup=2),
     ),
@@ -181,14 +181,14 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
     if sweep:
         section("tradeoff_predicted", [r for rows in sweep.values() for r in rows],
                 figures="PREDICTED at the paper's batch; budget = fraction x vanilla simulated peak")
-    measured_sweep = []
+    measured_sweep: list[dict[str, Any]] = []
     for net, size in suite.measured_tradeoff:
         rows = measured.tradeoff_measured(net, size, tools, suite.measured_solvers, suite.measured_fractions,
                                           suite.compile_budgets, timing=suite.timing, progress=progress)
         measured_sweep += rows
         results["plots"][f"tradeoff_{net}_measured"] = plots.tradeoff(
             rows, out / f"tradeoff_{net}_measured.png", measured=True)
-    if measured_sweep:
+        # written after each network, so that a run stopped later keeps what it measured
         section("tradeoff_measured", measured_sweep, figures="MEASURED on this CPU, profiler method; "
                 "memory_ratio and time_ratio against vanilla in the same run")
         write_json(out / "peers_equal_peak.json", "peers_equal_peak", report.peers_at_equal_peak(measured_sweep),
