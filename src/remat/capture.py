@@ -465,7 +465,9 @@ def _grad_passthrough(n: torch.fx.Node, out: Any, env: dict[str, Any]) -> list[s
     keep = []
     for a in args:
         t = env.get(a.name)
-        if which == "list" or (isinstance(t, torch.Tensor) and t.shape == out.shape and t.dtype == out.dtype):
+        if not isinstance(t, torch.Tensor) or t.numel() * t.element_size() != t.untyped_storage().nbytes():
+            continue  # a view of part of a value (U-Net's crop): its gradient is a new, full-size buffer
+        if which == "list" or (t.shape == out.shape and t.dtype == out.dtype):
             keep.append(a.name)
     return keep
 
