@@ -15,6 +15,7 @@ import remat
 from remat import Graph, solvers
 from remat.simulate import simulate
 from remat.solvers.milp import min_peak, solve as milp
+import bench_scripts
 from strategies import dags, skip_block
 
 
@@ -233,13 +234,7 @@ def test_min_budget_is_the_least_budget_any_schedule_meets(g):
 
 def test_bench_smoke(tmp_path):
     """bench/bench_milp.py on one small graph: its rows agree with the oracle."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "bench" / "bench_milp.py"
-    spec = importlib.util.spec_from_file_location("bench_milp", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_scripts.load("bench_milp")
     g = bench.residual(5)
     rows = bench.bench_graph(g, (0.0, 0.5), time_limit=20)
     assert rows[0]["kind"] == "min_peak" and brute_force(g, rows[0]["peak"] - 1) is None

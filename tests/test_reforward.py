@@ -4,14 +4,13 @@ residual and diamond graphs, and the simulator on random DAGs and hand-built net
 
 from __future__ import annotations
 
-import importlib.util
 import itertools
-from pathlib import Path
 
 import networkx as nx
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+import bench_scripts
 from strategies import dags, residual
 
 import remat
@@ -283,10 +282,7 @@ def test_closed_sets_match_definition_1(g):
 
 def test_bench_smoke():
     """The benchmark's private DenseNet generator on a tiny configuration (fast)."""
-    path = Path(__file__).parents[1] / "bench" / "bench_reforward.py"
-    spec = importlib.util.spec_from_file_location("bench_reforward", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_scripts.load("bench_reforward")
     g = bench.densenet_catall(blocks=(2, 3), growth=4, size=32, stem=8)
     assert len(g) == 3 + 5 * 5 + 2 + 3 + 4
     plan = check_plan(g)

@@ -20,6 +20,7 @@ from remat.graph import Graph
 from remat.joint import joint_graph
 from remat.simulate import simulate_sequence
 from remat.solvers.twremat import TreeDecomposition, decompose, shrink, undirected
+import bench_scripts
 from strategies import dags
 
 
@@ -224,13 +225,7 @@ def test_cutoff_k_trades_length_for_memory_monotonically():
 
 # ---- smoke run of bench/bench_twremat.py ----------------------------------------------------
 def test_bench_smoke(tmp_path):
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[1] / "bench" / "bench_twremat.py"
-    spec = importlib.util.spec_from_file_location("bench_twremat", path)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    bench = bench_scripts.load("bench_twremat")
     g = bench.ffn_graph(3)
     row = bench.table1_row(g, "smoke", repeats=1)
     assert row["n_joint"] == 2 * row["n_forward"] + 1 and row["m_joint"] > row["m_forward"]
