@@ -207,6 +207,31 @@ def test_table1_measured_rows_are_consistent():
     assert by["approx-tc"]["profiler_peak"] < v["profiler_peak"]
 
 
+def test_table1_measured_on_cuda_fills_cuda_peaks_and_the_report_reads_them():
+    def measure(model, inputs, method, loss_fn):
+        assert method in ("cuda", "tracker")
+        return {"peak": (50.0 if model is not base else 200.0) if method == "cuda" else 20.0}
+
+    base = None
+    tools = replace(fake_tools(), measure=measure)
+    build = tools.build
+
+    def remember(*args, **kw):
+        nonlocal base
+        base, inputs = build(*args, **kw)
+        return base, inputs
+
+    rows = table1_measured(["net"], {"net": Size(8)}, replace(tools, build=remember),
+                           methods=measured.MEASURED_METHODS[:2], peaks=("cuda", "tracker"),
+                           timing=Timing(repeats=1, warmup=0))
+    by = {r["method"]: r for r in rows}
+    assert by["vanilla"]["cuda_peak"] == 200.0 and by["chen"]["cuda_peak"] == 50.0
+    assert by["chen"]["reduction_cuda"] == pytest.approx(0.75) and "profiler_peak" not in by["chen"]
+    head = report.headline({"table1_measured": rows})
+    assert head[0]["measured_reduction_cuda"] == pytest.approx(0.75) and head[0]["measured_best_cuda"] == "chen"
+    assert "cuda MiB" in report._table1_measured_md(rows)
+
+
 def test_measured_rows_say_when_pieces_are_missing():
     tools = replace(fake_tools(), optimize=None)
     rows = table1_measured(["net"], {"net": Size(4)}, tools)
@@ -233,8 +258,12 @@ def test_tradeoff_measured_with_peers():
     rows = tradeoff_measured("net", Size(64), fake_tools(), ["dp-approx"], [0.5], compile_budgets=(),
                              timing=Timing(repeats=2, warmup=0))
     by = {r["method"]: r for r in rows}
-    assert set(by) == {"vanilla", "checkpoint per block", "dp-approx 50%"}
+    matched = "auto at checkpoint per block's peak"
+    assert set(by) == {"vanilla", "checkpoint per block", "dp-approx 50%", matched}
     assert by["vanilla"]["memory_ratio"] == 1.0 and by["vanilla"]["time_ratio"] == 1.0
+    # the matched plan is planned at the peer's measured memory ratio
+    assert by[matched]["matched"] == "checkpoint per block" and by[matched]["solver"] == "auto"
+    assert by[matched]["fraction"] == pytest.approx(by["checkpoint per block"]["memory_ratio"])
     for r in rows:
         assert r["memory_ratio"] == pytest.approx(r["profiler_peak"] / by["vanilla"]["profiler_peak"])
     assert by["checkpoint per block"]["blocks"][0] == "stem (2 segments)"
@@ -250,9 +279,26 @@ def test_tradeoff_measured_reads_remat_measure_for_both_methods():
 
     tools = replace(fake_tools(), measure=measure)
     rows = tradeoff_measured("net", Size(8), tools, ["dp-approx"], [0.5], compile_budgets=(),
-                             timing=Timing(repeats=1, warmup=0))
+                             timing=Timing(repeats=1, warmup=0), match=None)
     assert calls == ["profiler"] * 3 + ["tracker"] * 3
     assert [(r["profiler_peak"], r["storage_peak"], r["memory_ratio"]) for r in rows] == [(100.0, 40.0, 1.0)] * 3
+
+
+def test_tradeoff_measured_on_cuda_reads_the_cuda_allocator():
+    calls = []
+
+    def measure(model, inputs, method, loss_fn):
+        calls.append(method)
+        return {"peak": 90.0 if method == "cuda" else 30.0}
+
+    tools = replace(fake_tools(), measure=measure)
+    rows = tradeoff_measured("net", Size(8), tools, ["dp-approx"], [0.5], compile_budgets=(),
+                             timing=Timing(repeats=1, warmup=0), allocator="cuda", match=None)
+    assert calls == ["cuda"] * 3 + ["tracker"] * 3
+    assert all(r["cuda_peak"] == 90.0 and "profiler_peak" not in r for r in rows)
+    assert report.allocator(rows) == "cuda"
+    verdicts = report.peers_at_equal_peak(rows)  # equal peak is judged on the CUDA peaks
+    assert [v["remat_method"] for v in verdicts] == ["dp-approx 50%"]
 
 
 # ---- plots, report, the whole suite ---------------------------------------------------------------

@@ -18,6 +18,10 @@ def machine_info() -> dict:
             info[mod] = __import__(mod).__version__
         except ImportError:
             pass
+    torch = sys.modules.get("torch")
+    if torch is not None and torch.cuda.is_available():
+        info["gpu"] = torch.cuda.get_device_name()
+        info["cuda"] = torch.version.cuda
     return info
 
 

@@ -249,7 +249,8 @@ def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
 # ---- time ------------------------------------------------------------------------------------
 
 
-def _sync() -> None:
+def synchronize() -> None:
+    """Wait for queued CUDA work (a no-op on CPU), so a wall clock times the whole step."""
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
@@ -257,10 +258,10 @@ def _sync() -> None:
 def step_times(step: Callable[[], None], repeats: int) -> list[float]:
     out = []
     for _ in range(repeats):
-        _sync()
+        synchronize()
         started = time.perf_counter()
         step()
-        _sync()
+        synchronize()
         out.append(time.perf_counter() - started)
     return out
 

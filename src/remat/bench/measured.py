@@ -1,4 +1,4 @@
-"""MEASURED tables of the suite: real training steps on this machine's CPU.
+"""MEASURED tables of the suite: real training steps on this machine's CPU, or on its GPU.
 
 - ``table1_measured``: seed 000 Table 1's methods executed with ``remat.optimize`` on the real
   zoo model, at a batch and image size this CPU runs quickly (the suite says which). Each row
@@ -10,6 +10,10 @@
   per-block checkpointing, torch.compile's activation_memory_budget) in one run, all measured
   with the profiler method, since torch.compile cannot be measured under a dispatch mode.
 
+On CUDA (``Tools.default(device="cuda")``, the ``gpu`` suite) the allocator-level figure is the
+CUDA allocator's peak (``remat.measure`` method "cuda", field ``cuda_peak``) instead of the CPU
+profiler replay (``profiler_peak``); ``ALLOCATOR`` names the method of each device.
+
 The pieces this uses (zoo, capture, optimize, measure) come in a ``Tools`` value, so tests
 substitute small fakes; a missing piece turns the affected figures into rows that say so.
 """
@@ -17,6 +21,7 @@ substitute small fakes; a missing piece turns the affected figures into rows tha
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -49,7 +54,8 @@ class Tools:
     predict: Callable[..., tuple[float, float]] | None = None
 
     @classmethod
-    def default(cls) -> "Tools":
+    def default(cls, device: str = "cpu") -> "Tools":
+        """The library's own pieces; models and inputs are built on ``device``."""
         import remat
         from remat import zoo
 
@@ -61,7 +67,7 @@ class Tools:
             except ImportError:
                 return plan.peak, remat.simulate(graph, plan).peak
 
-        return cls(build=zoo.build, loss=zoo.loss, optimize=_library("optimize"),
+        return cls(build=functools.partial(zoo.build, device=device), loss=zoo.loss, optimize=_library("optimize"),
                    measure=_library("measure"), capture=_library("capture"),
                    min_budget=remat.min_budget, predict=predict)
 
@@ -85,6 +91,11 @@ def _library(name: str) -> Callable[..., Any] | None:
     if isinstance(found, types.ModuleType):
         found = getattr(found, name, None)
     return found if callable(found) else None
+
+
+# the allocator-level measurement method of each device type, and the row field of each method
+ALLOCATOR = {"cpu": "profiler", "cuda": "cuda"}
+PEAK_FIELD = {"tracker": "storage_peak", "profiler": "profiler_peak", "cuda": "cuda_peak"}
 
 
 @dataclass(frozen=True)
@@ -145,8 +156,9 @@ def table1_measured(networks: Iterable[str], sizes: dict[str, Size], tools: Tool
                     checkpoint: Callable[[list[dict[str, Any]]], None] = lambda rows: None) -> list[dict[str, Any]]:
     """Seed 000 Table 1's methods, run for real; one row per (network, method).
 
-    ``peaks``: the measurement methods to run ("tracker": ``storage_peak``, live-storage
-    tracking by remat.measure; "profiler": ``profiler_peak``); each costs two steps per method.
+    ``peaks``: the measurement methods to run (keys of PEAK_FIELD: "tracker": ``storage_peak``,
+    live-storage tracking by remat.measure; "profiler": ``profiler_peak``; "cuda":
+    ``cuda_peak``); each costs two steps per method.
     A network that cannot be built or captured becomes a failed row; ``checkpoint`` gets the
     rows so far after each network (the suite writes them, so a stopped run keeps them).
     """
@@ -187,10 +199,10 @@ def _measure_method(tools: Tools, model: nn.Module, inputs: tuple, graph: Any, m
             module, budget, predicted = _optimized(tools, model, inputs, graph, m)
         step = train_step(module, inputs, tools.loss)
         row.update(budget=budget, predicted_peak=predicted, status="ok")
-        if "profiler" in peaks:
-            row["profiler_peak"] = measured_peak(tools.measure, module, inputs, tools.loss, "profiler")
-        if "tracker" in peaks and tools.measure is not None:
-            row["storage_peak"] = measured_peak(tools.measure, module, inputs, tools.loss, "tracker")
+        for kind in peaks:
+            if kind != "profiler" and tools.measure is None:
+                continue  # only the profiler method is built in without remat.measure
+            row[PEAK_FIELD[kind]] = measured_peak(tools.measure, module, inputs, tools.loss, kind)
     except Exception as e:  # one method failing must not lose the others' figures
         return {**row, "status": "failed", "message": f"{type(e).__name__}: {e}"}
     steps[m.label] = step
@@ -209,19 +221,41 @@ def _attach_times(rows: list[dict[str, Any]], steps: dict[str, Step], net: str, 
         key = r["method"]
         r["step_seconds_median"] = sorted(times[key])[len(times[key]) // 2]
         r["time_ratio"] = ratios[key]
-        for kind in ("profiler_peak", "storage_peak", "predicted_peak"):
+        for kind in (*PEAK_FIELD.values(), "predicted_peak"):
             if r.get(kind) is not None and ref.get(kind):
                 r[f"reduction_{kind.removesuffix('_peak')}"] = 1.0 - r[kind] / ref[kind]
 
 
 def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable[str],
                       fractions: Iterable[float], compile_budgets: Iterable[float],
-                      timing: Timing = Timing(), progress: Progress = _quiet) -> list[dict[str, Any]]:
-    """Memory vs time of remat's solvers and the peers, all measured in one run (profiler)."""
+                      timing: Timing = Timing(), progress: Progress = _quiet,
+                      allocator: str = "profiler", match: str | None = "auto") -> list[dict[str, Any]]:
+    """Memory vs time of remat's solvers and the peers, all measured in one run at the allocator
+    level (``allocator``: "profiler" on CPU, "cuda" on a GPU).
+
+    ``match``: a solver also planned at each peer's measured memory ratio (the budget as that
+    fraction of vanilla), so that every peer meets a remat plan aimed at its own peak rather than
+    the nearest point of the sweep; those rows carry ``matched`` = the peer's name.
+    """
     model, inputs = tools.build(net, **size.build_options())
     label = {"network": net, "batch": size.batch, "image_size": size.image_size}
     rows: list[dict[str, Any]] = [{**label, "method": "vanilla", "kind": "vanilla", "status": "ok"}]
     modules: dict[str, nn.Module] = {"vanilla": model}
+    peaks: dict[str, float] = {}
+
+    def measure_new() -> None:
+        new = [name for name in modules if name not in peaks]
+        progress(f"trade-off (measured): {net} {allocator} peaks of {len(new)} steps")
+        peaks.update({name: measured_peak(tools.measure, modules[name], inputs, tools.loss, allocator)
+                      for name in new})
+
+    def plan(name: str, solver: str, fraction: float, **extra: Any) -> None:
+        progress(f"trade-off (measured): {net} {name}")
+        budget = f"{100 * fraction:.1f}%"
+        rows.append(_candidate(modules, {**label, "method": name, "kind": "remat", "solver": solver,
+                                         "fraction": fraction, **extra},
+                               lambda: (_optimize(tools, model, inputs, budget, solver), {})))
+
     # The compiled peers first: nothing else has run a dispatch mode in this network's run yet.
     for b in compile_budgets:
         name = f"torch.compile budget {b:g}"
@@ -231,25 +265,24 @@ def tradeoff_measured(net: str, size: Size, tools: Tools, solver_names: Iterable
     progress(f"trade-off (measured): {net} per-block checkpoint")
     rows.append(_candidate(modules, {**label, "method": "checkpoint per block", "kind": "peer"},
                            lambda: _checkpointed(model)))
-    for solver in solver_names if not tools.missing() else ():
-        for f in fractions:
-            name = f"{solver} {f:.0%}"
-            progress(f"trade-off (measured): {net} {name}")
-            rows.append(_candidate(modules, {**label, "method": name, "kind": "remat", "solver": solver,
-                                             "fraction": f},
-                                   lambda s=solver, f=f: (_optimize(tools, model, inputs, f"{round(f * 100)}%", s),
-                                                          {})))
+    measure_new()
     if tools.missing():
         rows.append({**label, "method": "remat solvers", "kind": "remat", "status": "unavailable",
                      "message": f"remat.{', remat.'.join(tools.missing())} not available"})
-    progress(f"trade-off (measured): {net} profiler peaks of {len(modules)} steps")
-    peaks = {name: measured_peak(tools.measure, m, inputs, tools.loss, "profiler") for name, m in modules.items()}
+    else:
+        for solver in solver_names:
+            for f in fractions:
+                plan(f"{solver} {f:.0%}", solver, f)
+        for peer in [r for r in rows if r["kind"] == "peer" and r["status"] == "ok"] if match else ():
+            plan(f"{match} at {peer['method']}'s peak", match, peaks[peer["method"]] / peaks["vanilla"],
+                 matched=peer["method"])
+    measure_new()
     progress(f"trade-off (measured): {net} round-robin timing of {len(modules)} steps")
     steps = {name: train_step(m, inputs, tools.loss) for name, m in modules.items()}
     ratios = time_ratios(interleave(steps, repeats=timing.repeats, warmup=timing.warmup), "vanilla")
     for r in rows:
         if r.get("status") == "ok":
-            r.update(profiler_peak=peaks[r["method"]], memory_ratio=peaks[r["method"]] / peaks["vanilla"],
+            r.update({PEAK_FIELD[allocator]: peaks[r["method"]]}, memory_ratio=peaks[r["method"]] / peaks["vanilla"],
                      time_ratio=ratios[r["method"]])
     if tools.measure is not None:
         # Live-storage tracking (op level, remat's planning scale) where it applies: not under

@@ -82,7 +82,8 @@ def tradeoff(rows: Rows, path: Path, measured: bool) -> Path:
         series = {r.get("solver") or r["method"]: [] for r in ok}
         for r in ok:
             series[r.get("solver") or r["method"]].append((r["time_ratio"], r["memory_ratio"]))
-        title = "MEASURED on CPU (profiler method): peak memory vs step time, vs vanilla"
+        where = "GPU (CUDA allocator)" if any(r.get("cuda_peak") for r in ok) else "CPU (profiler method)"
+        title = f"MEASURED on {where}: peak memory vs step time, vs vanilla"
     else:
         ok = [r for r in _ok(rows) if r.get("feasible")]
         series = {r["solver"]: [] for r in ok}

@@ -38,6 +38,11 @@ def _best(rows: Rows, peak: str) -> dict[str, Any] | None:
     return min(plans, key=lambda r: r[peak], default=None)
 
 
+def allocator(rows: Rows) -> str:
+    """The allocator-level method of measured rows: "cuda" (GPU runs) or "profiler" (CPU)."""
+    return "cuda" if any(r.get("cuda_peak") is not None for r in rows) else "profiler"
+
+
 def headline(sections: dict[str, Rows]) -> Rows:
     """One row per network: vanilla and the best plan, predicted and measured."""
     pred = sections.get("table1_predicted", [])
@@ -54,7 +59,7 @@ def headline(sections: dict[str, Rows]) -> Rows:
         mine = [r for r in meas if r["network"] == net]
         vanilla = next((r for r in mine if r.get("solver") == "none" and r.get("status") == "ok"), None)
         tc = next((r for r in mine if r.get("method") == "approx-tc" and r.get("status") == "ok"), None)
-        for kind in ("storage", "profiler"):
+        for kind in ("storage", allocator(meas)):
             best = _best(mine, f"{kind}_peak")
             if vanilla and best and vanilla.get(f"{kind}_peak"):
                 row.update({f"measured_vanilla_{kind}": vanilla[f"{kind}_peak"],
@@ -70,13 +75,15 @@ def headline(sections: dict[str, Rows]) -> Rows:
 
 
 def _headline_md(rows: Rows) -> str:
+    alloc = "cuda" if any(k.endswith("_cuda") for r in rows for k in r) else "profiler"
+
     def both(r: dict[str, Any], key: str, **kw: Any) -> str:
-        return " / ".join(_fmt(r.get(f"{key}_{k}"), **kw) for k in ("storage", "profiler"))
+        return " / ".join(_fmt(r.get(f"{key}_{k}"), **kw) for k in ("storage", alloc))
 
     return md_table(
         ["network", "paper batch", "vanilla (pred.)", "best plan (pred.)", "reduction (pred.)",
-         "time ratio (pred.)", "measured at", "vanilla MiB (meas.: storage / profiler)",
-         "best plan (meas.: storage / profiler)", "its reduction (meas.)", "its time ratio (meas.)",
+         "time ratio (pred.)", "measured at", f"vanilla MiB (meas.: storage / {alloc})",
+         f"best plan (meas.: storage / {alloc})", "its reduction (meas.)", "its time ratio (meas.)",
          "time-centric plan: reduction (meas.)", "time-centric plan: time ratio (meas.)"],
         [[r["network"], _fmt(r.get("predicted_batch")), _fmt(r.get("predicted_vanilla"), GIB) + " GiB",
           _fmt(r.get("predicted_best")), _fmt(r.get("predicted_reduction"), pct=True),
@@ -87,20 +94,21 @@ def _headline_md(rows: Rows) -> str:
 
 
 def peers_at_equal_peak(rows: Rows, slack: float = 0.01) -> Rows:
-    """For each measured peer, remat's fastest plan whose measured peak is no higher (profiler
-    method for both, ``slack`` for allocator rounding), and how their step times compare."""
+    """For each measured peer, remat's fastest plan whose measured peak is no higher (allocator
+    level for both, ``slack`` for allocator rounding), and how their step times compare."""
     out = []
-    ok = [r for r in rows if r.get("status") == "ok" and r.get("profiler_peak") and r.get("time_ratio")]
+    peak = f"{allocator(rows)}_peak"
+    ok = [r for r in rows if r.get("status") == "ok" and r.get(peak) and r.get("time_ratio")]
     for net in dict.fromkeys(r["network"] for r in ok):
         mine = [r for r in ok if r["network"] == net]
         plans = [r for r in mine if r.get("kind") == "remat"]
         for peer in (r for r in mine if r.get("kind") == "peer"):
             row = {"network": net, "peer": peer["method"], "peer_memory_ratio": peer["memory_ratio"],
                    "peer_time_ratio": peer["time_ratio"]}
-            fits = [r for r in plans if r["profiler_peak"] <= peer["profiler_peak"] * (1 + slack)]
+            fits = [r for r in plans if r[peak] <= peer[peak] * (1 + slack)]
             best = min(fits, key=lambda r: r["time_ratio"], default=None)
             if best is None:
-                low = min(plans, key=lambda r: r["profiler_peak"], default=None)
+                low = min(plans, key=lambda r: r[peak], default=None)
                 row["verdict"] = ("no remat plan measured" if low is None else
                                   f"no remat plan of the sweep reached this peak (lowest: {low['method']}, "
                                   f"memory {low['memory_ratio']:.2f})")
@@ -136,11 +144,13 @@ def _table1_predicted_md(rows: Rows) -> str:
 
 
 def _table1_measured_md(rows: Rows) -> str:
+    alloc = allocator(rows)
     return md_table(["network", "batch", "image", "method", "predicted MiB", "storage-tracking MiB",
-                     "profiler MiB", "reduction (profiler)", "time ratio", "note"],
+                     f"{alloc} MiB", "reduction (storage)", f"reduction ({alloc})", "time ratio", "note"],
                     [[r["network"], r.get("batch"), _fmt(r.get("image_size")), r["method"],
                       _fmt(r.get("predicted_peak"), MIB, digits=1), _fmt(r.get("storage_peak"), MIB, digits=1),
-                      _fmt(r.get("profiler_peak"), MIB, digits=1), _fmt(r.get("reduction_profiler"), pct=True),
+                      _fmt(r.get(f"{alloc}_peak"), MIB, digits=1), _fmt(r.get("reduction_storage"), pct=True),
+                      _fmt(r.get(f"reduction_{alloc}"), pct=True),
                       _fmt(r.get("time_ratio")), _status(r)] for r in rows])
 
 
@@ -162,10 +172,11 @@ def _schedule_md(rows: Rows, key: str) -> str:
 
 def _tradeoff_md(rows: Rows, measured: bool) -> str:
     if measured:
+        alloc = allocator(rows)
         vanilla = {r["network"]: r.get("storage_peak") for r in rows if r["method"] == "vanilla"}
-        return md_table(["network", "method", "profiler MiB", "memory / vanilla (profiler)", "time ratio",
+        return md_table(["network", "method", f"{alloc} MiB", f"memory / vanilla ({alloc})", "time ratio",
                          "storage-tracking MiB", "memory / vanilla (storage)", "note"],
-                        [[r["network"], r["method"], _fmt(r.get("profiler_peak"), MIB, digits=1),
+                        [[r["network"], r["method"], _fmt(r.get(f"{alloc}_peak"), MIB, digits=1),
                           _fmt(r.get("memory_ratio")), _fmt(r.get("time_ratio")),
                           _fmt(r.get("storage_peak"), MIB, digits=1),
                           _fmt(r["storage_peak"] / vanilla[r["network"]]
@@ -180,15 +191,20 @@ def _tradeoff_md(rows: Rows, measured: bool) -> str:
 def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Path],
           header: dict[str, Any], seconds: float) -> Path:
     m = header.get("machine", {})
+    alloc = allocator([r for name in ("table1_measured", "tradeoff_measured") for r in sections.get(name, [])])
+    where, level = (("GPU", "the CUDA allocator's peak (`torch.cuda.max_memory_allocated`)") if alloc == "cuda"
+                    else ("CPU", "the profiler method (torch.profiler allocator replay)"))
     parts = [f"# remat bench: suite `{suite}`",
              f"Command: `{header.get('command')}`; {header.get('date', '')}; {seconds:.0f} s. Machine: "
-             f"{m.get('platform')}, {m.get('cpu_count')} CPUs, Python {m.get('python')}, torch {m.get('torch')}, "
+             f"{m.get('platform')}, {m.get('cpu_count')} CPUs"
+             + (f", {m['gpu']}" if m.get("gpu") else "")
+             + f", Python {m.get('python')}, torch {m.get('torch')}, "
              f"{header.get('torch_threads', '?')} torch thread(s).",
              "**Predicted** figures: plans on seed 000's abstract graphs (`remat.zoo.graph`, cost conv 10 / "
              "other 1) at the paper's batch, peaks from the liveness simulator (`remat.simulate`) and eq. (2); "
-             "predicted time ratio = 1 + recompute / (3 x forward cost). **Measured** figures: real CPU "
-             "training steps; memory by CPU live-storage tracking (`remat.measure`) and by the profiler "
-             "method (torch.profiler allocator replay); time ratios against vanilla from round-robin "
+             "predicted time ratio = 1 + recompute / (3 x forward cost). **Measured** figures: real "
+             f"{where} training steps; memory by live-storage tracking (`remat.measure`, op level) and by "
+             f"{level}; time ratios against vanilla from round-robin "
              "interleaved steps of the same run (median of per-round ratios).",
              "## Headline", _headline_md(headline(sections))]
 
@@ -202,7 +218,7 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
         add("Seed 000 Table 1, PREDICTED (paper batch)", "table1_predicted",
             _table1_predicted_md(sections["table1_predicted"]))
     if "table1_measured" in sections:
-        add("Seed 000 Table 1 methods, MEASURED on this CPU", "table1_measured",
+        add(f"Seed 000 Table 1 methods, MEASURED on this {where}", "table1_measured",
             _table1_measured_md(sections["table1_measured"]))
     if "seed003_table1" in sections:
         add("Seed 003 Table 1, PREDICTED: regular vs Chen vs Re-forwarding", "seed003",
@@ -218,10 +234,10 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
     if "tradeoff_predicted" in sections:
         add("Trade-off sweep, PREDICTED (table)", "", _tradeoff_md(sections["tradeoff_predicted"], False))
     if "tradeoff_measured" in sections:
-        add("Trade-off with the peers, MEASURED (profiler method: allocator level, intra-op temporaries "
+        add(f"Trade-off with the peers, MEASURED ({alloc} method: allocator level, intra-op temporaries "
             "included, the only method that sees torch.compile; storage tracking: op level, eager steps only)", "",
             _tradeoff_md(sections["tradeoff_measured"], True))
-        add("At equal measured peak: remat's fastest plan vs each peer (profiler method for both; from the "
+        add(f"At equal measured peak: remat's fastest plan vs each peer ({alloc} method for both; from the "
             "measured trade-off above)", "", _peers_md(peers_at_equal_peak(sections["tradeoff_measured"])))
     path.write_text("\n\n".join(parts) + "\n")
     return path

@@ -10,8 +10,8 @@ protocol").
 - ``interleave``: step times of several methods taken round-robin (A B C A B C ...), so machine
   drift hits all of them alike; ``time_ratios`` is the median over rounds of each method's time
   over the reference's time in the same round.
-- ``measured_peak``: adapter over ``remat.measure`` (method "tracker": live-storage tracking, or
-  "profiler"), whose result is read defensively: bytes under ``peak``/``peak_bytes``/...
+- ``measured_peak``: adapter over ``remat.measure`` (method "tracker": live-storage tracking,
+  "profiler", or "cuda": the CUDA allocator's peak), whose result is read defensively: bytes under ``peak``/``peak_bytes``/...
 
 Tested in tests/test_bench.py: the profiler peak of a step that allocates known tensors, the
 round-robin order, and ratios of hand-made timings.
@@ -36,10 +36,16 @@ def zero_grads(model: nn.Module) -> None:
 
 
 def train_step(model: nn.Module, inputs: tuple, loss: Callable[[Any], torch.Tensor]) -> Step:
-    """A step closure; runs one warm-up step so parameter gradients exist before measuring."""
+    """A step closure; runs one warm-up step so parameter gradients exist before measuring.
+
+    On CUDA the step waits for its kernels, so that a wall clock around it times the step.
+    """
+    from ..measure import synchronize
+
     def step() -> None:
         loss(model(*inputs)).backward()
         zero_grads(model)
+        synchronize()
 
     step()
     return step

@@ -40,6 +40,12 @@ class Suite:
     compile_budgets: tuple[float, ...]
     sweep_solvers: tuple[str, ...] | None = None    # None: every training solver but the slow ones
     timing: Timing = field(default_factory=Timing)
+    device: str = "cpu"                             # where measured sections run: "cpu" or "cuda"
+
+    @property
+    def allocator(self) -> str:
+        """The allocator-level measurement method of this suite's device (measured.ALLOCATOR)."""
+        return measured.ALLOCATOR[self.device.split(":")[0]]
 
     def only(self, networks: tuple[str, ...]) -> "Suite":
         """The same suite restricted to ``networks`` (seed 004's depth families are kept)."""
@@ -116,6 +122,18 @@ SUITES: dict[str, Suite] = {
         timing=Timing(repeats=7, warmup=2),
     ),
 }
+# The papers' own batch and image sizes, measured on a GPU (CUDA allocator peaks): what the CPU
+# cannot run in reasonable time, U-Net at 572 px and PSPNet at 713 px among them.
+SUITES["gpu"] = replace(
+    SUITES["paper"], name="gpu", device="cuda",
+    measured_sizes=tuple((n, Size(batch, size)) for n, batch, size in (
+        ("unet", 8, 572), ("vgg19", 64, 224), ("resnet50", 96, 224), ("pspnet", 2, 713),
+        ("resnet152", 48, 224), ("densenet161", 32, 224), ("googlenet", 256, 224))),
+    measured_peaks=("cuda", "tracker"),
+    measured_tradeoff=(("resnet50", Size(96, 224)), ("vgg19", Size(64, 224)), ("densenet161", Size(32, 224))),
+    measured_solvers=("dp-approx", "chen-greedy", "reforward", "twremat", "auto"),
+    timing=Timing(repeats=9, warmup=2),
+)
 
 
 def write_json(path: Path, section: str, rows: Any, header: dict[str, Any], **extra: Any) -> Path:
@@ -129,7 +147,7 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
     """Run every section of ``suite``; write JSON, plots and report.md under ``out``."""
     from remat import zoo
 
-    tools = tools or Tools.default()
+    tools = tools or Tools.default(suite.device)
     graph_fn = graph_fn or zoo.graph
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
@@ -148,17 +166,18 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
         results["plots"]["table1_predicted"] = plots.reductions(rows, out / "table1_predicted.png")
     if suite.measured_sizes:
         nets = tuple(n for n, _ in suite.measured_sizes)
-        figures = ("MEASURED on this CPU: storage_peak = live-storage tracking (remat.measure), profiler_peak = "
-                   "torch.profiler allocator replay; bytes; time_ratio = median of per-round ratios to vanilla, "
-                   "round-robin")
+        figures = (f"MEASURED on {suite.device}: storage_peak = live-storage tracking (remat.measure), "
+                   + ("cuda_peak = torch.cuda.max_memory_allocated over the step" if suite.allocator == "cuda"
+                      else "profiler_peak = torch.profiler allocator replay")
+                   + "; bytes; time_ratio = median of per-round ratios to vanilla, round-robin")
         rows = measured.table1_measured(nets, dict(suite.measured_sizes), tools, suite.measured_methods,
                                         timing=suite.timing, peaks=suite.measured_peaks, progress=progress,
                                         checkpoint=lambda rows: section("table1_measured", rows, figures=figures))
         section("table1_measured", rows, figures=figures)
-        kind = "profiler" if "profiler" in suite.measured_peaks else "storage"
+        kind = suite.allocator if suite.allocator in suite.measured_peaks else "storage"
         results["plots"]["table1_measured"] = plots.reductions(
             rows, out / "table1_measured.png", key=f"reduction_{kind}",
-            title=f"Seed 000 Table 1 methods, MEASURED on CPU ({kind} method): memory reduction")
+            title=f"Seed 000 Table 1 methods, MEASURED on {suite.device} ({kind} method): memory reduction")
     if suite.seed003_networks:
         t1, t2 = tables.seed003_tables(suite.seed003_networks, graph_fn, progress=progress)
         section("seed003_table1", t1, figures="PREDICTED (simulated liveness), the paper's batch")
@@ -184,16 +203,17 @@ def run_suite(suite: Suite, out: Path, header: dict[str, Any], tools: Tools | No
     measured_sweep: list[dict[str, Any]] = []
     for net, size in suite.measured_tradeoff:
         rows = measured.tradeoff_measured(net, size, tools, suite.measured_solvers, suite.measured_fractions,
-                                          suite.compile_budgets, timing=suite.timing, progress=progress)
+                                          suite.compile_budgets, timing=suite.timing, progress=progress,
+                                          allocator=suite.allocator)
         measured_sweep += rows
         results["plots"][f"tradeoff_{net}_measured"] = plots.tradeoff(
             rows, out / f"tradeoff_{net}_measured.png", measured=True)
         # written after each network, so that a run stopped later keeps what it measured
-        section("tradeoff_measured", measured_sweep, figures="MEASURED on this CPU, profiler method; "
-                "memory_ratio and time_ratio against vanilla in the same run")
+        section("tradeoff_measured", measured_sweep, figures=f"MEASURED on {suite.device}, {suite.allocator} "
+                "method; memory_ratio and time_ratio against vanilla in the same run")
         write_json(out / "peers_equal_peak.json", "peers_equal_peak", report.peers_at_equal_peak(measured_sweep),
                    header, figures="from tradeoff_measured: remat's fastest plan at or below each peer's "
-                   "measured peak (profiler method, 1% slack)")
+                   f"measured peak ({suite.allocator} method, 1% slack)")
     results["seconds"] = time.perf_counter() - started
     results["report"] = report.write(out / "report.md", suite.name, sections, results["plots"], header,
                                      results["seconds"])

@@ -2,7 +2,8 @@
 
 Writes one JSON per section (machine and exact command in each), PNG plots and report.md into
 ``--out`` (default ``bench/results/<suite>/``). ``quick`` finishes in minutes on a laptop CPU;
-``paper`` is the full run, by hand. ``--networks`` restricts every section to some networks.
+``paper`` is the full run, by hand; ``gpu`` is ``paper`` with its measured sections on CUDA at the
+papers' own batch and image sizes (CUDA allocator peaks). ``--networks`` restricts every section to some networks.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ HELP = "run the benchmark suite: the papers' tables, predicted and measured, wit
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--suite", choices=["quick", "paper"], default="quick")
+    p.add_argument("--suite", choices=["quick", "paper", "gpu"], default="quick")
     p.add_argument("--out", default=None, help="output folder (default bench/results/<suite>/)")
     p.add_argument("--networks", default=None,
                    help="comma-separated subset of networks for every section (e.g. vgg19,resnet18)")
@@ -56,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--threads must be at least 1, got {args.threads}")
     import torch
 
+    if suite.device.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"suite {suite.name!r} measures on CUDA, but torch {torch.__version__} sees no GPU: "
+                         "run it on a machine with one, or use --suite paper (CPU)")
     torch.set_num_threads(args.threads)
     header = {**provenance(), "torch_threads": torch.get_num_threads()}
     console = Console(stderr=True)
