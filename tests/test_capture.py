@@ -166,3 +166,15 @@ def test_meta_device_models_are_captured_without_memory():
     convs = [v for v in g.order if g[v].op == "convolution.default"]
     assert len(convs) == 20  # 17 3x3/7x7 convolutions + 3 downsampling 1x1
     assert g[convs[0]].mem == 2 * 64 * 112 * 112 * 4
+
+
+def test_register_outputs_overrides_entries_of_dead_tensors():
+    """Python reuses the id of a dead object; a tuple element must not inherit the stale entry."""
+    from remat.capture import register_outputs
+
+    a, b = torch.ones(2), torch.zeros(3)
+    ident = {id(a): ((lambda: None), "dead", 1)}  # a weakref whose tensor is gone
+    register_outputs(ident, "pool", (a, b))
+    assert ident[id(a)][1:] == ("pool", 0) and ident[id(b)][1:] == ("pool", 1)
+    register_outputs(ident, "later", (b,))  # a live tensor keeps the value it belongs to
+    assert ident[id(b)][1:] == ("pool", 1)

@@ -21,6 +21,7 @@ from remat.measure import call, default_loss, measure
 from remat.runtime import Compiled, RematModule, executed_schedule, predict
 
 import models
+from remat import zoo
 
 SLOW = {"milp": "milp solves take ~60 s each on these graphs (tested on abstract graphs in test_milp)",
         "auto": "auto returns one of the other solvers' plans, each of which is tested here"}
@@ -85,7 +86,7 @@ def test_gradients_identical_for_every_solver(name, solver):
     expected = reference_step(model, inputs)
     got = remat_step(model, inputs, program, plan.kept)
     assert_identical(expected, got)
-    assert got[3].stats.unplanned == 0
+    assert got[3].stats.unplanned == 0 and got[3].stats.unmatched == 0
 
 
 @pytest.mark.parametrize("name", sorted(models.MODELS))
@@ -196,6 +197,21 @@ def test_measured_peak_against_prediction(name, solver):
     measured = measure(module, inputs).peak
     assert measured <= predicted * 1.05
     assert abs(measured - predicted) / measured <= 0.10
+
+
+def test_prediction_is_exact_on_a_net_of_multi_output_ops():
+    """GoogLeNet (small input): max pooling and batch norm return tuples, whose elements must be
+    traced to their values even when Python reuses the id of a dead tensor object. Before that
+    was so, some saved indices were held as untraced tensors: measured 5-13% above the
+    prediction here, and on CUDA 17% for U-Net at 572 px."""
+    model, inputs = zoo.build("googlenet", batch=2, image_size=64)
+    program = trace(model, inputs)
+    plan = remat.solve(program.graph, 0.6 * remat.simulate(program.graph, remat.schedule.vanilla(program.graph)).peak,
+                       solver="reforward")
+    module = RematModule(copy.deepcopy(model), Compiled.of(program, plan.kept))
+    measured = measure(module, inputs).peak
+    assert module.stats.unmatched == 0
+    assert abs(measured - module.compiled.prediction.peak) <= 64  # bytes: scalars outside the graph
 
 
 def test_memory_really_drops_on_a_50_block_residual_network():

@@ -233,7 +233,12 @@ def register_outputs(ident: dict[int, tuple], name: str, value: Any) -> None:
         ident[id(value)] = (weakref.ref(value), name, None)
     elif isinstance(value, (tuple, list)):
         for i, t in enumerate(value):
-            if isinstance(t, torch.Tensor) and id(t) not in ident:
+            if not isinstance(t, torch.Tensor):
+                continue
+            known = ident.get(id(t))
+            # an element that is an earlier value's tensor keeps that name; an entry left by a
+            # dead tensor whose id Python has reused must not (its saved tensors would go unmatched)
+            if known is None or known[0]() is not t:
                 ident[id(t)] = (weakref.ref(t), name, i)
 
 

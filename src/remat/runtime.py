@@ -110,6 +110,7 @@ class _Handle:
 class StepStats:
     recomputed: int = 0           # ops recomputed in the backward
     unplanned: int = 0            # recomputations the schedule did not foresee
+    unmatched: int = 0            # saved tensors traced to no value: held as they are, unplanned
 
 
 class _Step:
@@ -179,6 +180,7 @@ class _Step:
             step = self.c.steps_by_name.get(name) if name is not None else None
             if step is None or not step.owners:
                 h.tensor = t  # a parameter, buffer or input: always in memory anyway
+                self.stats.unmatched += name is None
                 continue
             h.ref = (name, hit[2])
             self.handles.setdefault(packer, []).append(h)
