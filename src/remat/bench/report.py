@@ -205,8 +205,9 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
              "predicted time ratio = 1 + recompute / (3 x forward cost). **Measured** figures: real "
              f"{where} training steps; memory by live-storage tracking (`remat.measure`, op level) and by "
              f"{level}; time ratios against vanilla from round-robin "
-             "interleaved steps of the same run (median of per-round ratios).",
-             "## Headline", _headline_md(headline(sections))]
+             "interleaved steps of the same run (median of per-round ratios)."]
+    if headline(sections):  # a run of the trade-off alone has no Table 1 to condense
+        parts += ["## Headline", _headline_md(headline(sections))]
 
     def add(title: str, key: str, body: str) -> None:
         parts.append(f"## {title}")
