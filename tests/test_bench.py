@@ -270,34 +270,23 @@ def test_tradeoff_measured_with_peers():
     assert all("storage_peak" not in r for r in rows)  # no remat.measure, no storage tracking
 
 
-def test_tradeoff_measured_reads_remat_measure_for_both_methods():
+@pytest.mark.parametrize("allocator", ["profiler", "cuda"])
+def test_tradeoff_measured_reads_remat_measure_for_both_methods(allocator):
+    """Allocator level ("profiler" on CPU, "cuda" on a GPU) for every step, then storage tracking."""
     calls = []
 
     def measure(model, inputs, method, loss_fn):
         calls.append(method)
-        return {"peak": 100.0 if method == "profiler" else 40.0}
+        return {"peak": 100.0 if method == allocator else 40.0}
 
     tools = replace(fake_tools(), measure=measure)
     rows = tradeoff_measured("net", Size(8), tools, ["dp-approx"], [0.5], compile_budgets=(),
-                             timing=Timing(repeats=1, warmup=0), match=None)
-    assert calls == ["profiler"] * 3 + ["tracker"] * 3
-    assert [(r["profiler_peak"], r["storage_peak"], r["memory_ratio"]) for r in rows] == [(100.0, 40.0, 1.0)] * 3
-
-
-def test_tradeoff_measured_on_cuda_reads_the_cuda_allocator():
-    calls = []
-
-    def measure(model, inputs, method, loss_fn):
-        calls.append(method)
-        return {"peak": 90.0 if method == "cuda" else 30.0}
-
-    tools = replace(fake_tools(), measure=measure)
-    rows = tradeoff_measured("net", Size(8), tools, ["dp-approx"], [0.5], compile_budgets=(),
-                             timing=Timing(repeats=1, warmup=0), allocator="cuda", match=None)
-    assert calls == ["cuda"] * 3 + ["tracker"] * 3
-    assert all(r["cuda_peak"] == 90.0 and "profiler_peak" not in r for r in rows)
-    assert report.allocator(rows) == "cuda"
-    verdicts = report.peers_at_equal_peak(rows)  # equal peak is judged on the CUDA peaks
+                             timing=Timing(repeats=1, warmup=0), allocator=allocator, match=None)
+    assert calls == [allocator] * 3 + ["tracker"] * 3
+    field = f"{allocator}_peak"
+    assert [(r[field], r["storage_peak"], r["memory_ratio"]) for r in rows] == [(100.0, 40.0, 1.0)] * 3
+    assert report.allocator(rows) == allocator
+    verdicts = report.peers_at_equal_peak(rows)  # equal peak is judged on the allocator-level peaks
     assert [v["remat_method"] for v in verdicts] == ["dp-approx 50%"]
 
 
