@@ -39,6 +39,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import models  # noqa: E402
 
 import remat  # noqa: E402
+from remat.bench.measured import ALLOCATOR  # noqa: E402
 from remat.commands.run import gradients_equal  # noqa: E402
 from remat.measure import compare_times, measure, training_step  # noqa: E402
 from remat.optimize import BudgetError, smallest_budget, vanilla_peak  # noqa: E402
@@ -57,7 +58,7 @@ def bench_model(name: str, solver: str, repeats: int, device: str = "cpu") -> li
     model, inputs = BUILDERS[name]()
     model = model.to(device)
     inputs = tree_map(lambda x: x.to(device) if isinstance(x, torch.Tensor) else x, inputs)
-    allocator = "cuda" if torch.device(device).type == "cuda" else "profiler"
+    allocator = ALLOCATOR[torch.device(device).type]
     eager = measure(copy.deepcopy(model), inputs, method="tracker")
     eager_alloc = measure(copy.deepcopy(model), inputs, method=allocator)
     graph = remat.capture(model, inputs)

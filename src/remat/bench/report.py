@@ -59,7 +59,8 @@ def headline(sections: dict[str, Rows]) -> Rows:
         mine = [r for r in meas if r["network"] == net]
         vanilla = next((r for r in mine if r.get("solver") == "none" and r.get("status") == "ok"), None)
         tc = next((r for r in mine if r.get("method") == "approx-tc" and r.get("status") == "ok"), None)
-        for kind in ("storage", allocator(meas)):
+        alloc = allocator(meas)
+        for kind in ("storage", alloc):
             best = _best(mine, f"{kind}_peak")
             if vanilla and best and vanilla.get(f"{kind}_peak"):
                 row.update({f"measured_vanilla_{kind}": vanilla[f"{kind}_peak"],
@@ -68,14 +69,14 @@ def headline(sections: dict[str, Rows]) -> Rows:
                             f"measured_time_ratio_{kind}": best.get("time_ratio"),
                             f"tc_reduction_{kind}": tc.get(f"reduction_{kind}") if tc else None})
         if vanilla:
-            row.update(measured_size=f"batch {vanilla['batch']}, {vanilla.get('image_size') or '-'} px",
+            row.update(allocator=alloc, measured_size=f"batch {vanilla['batch']}, {vanilla.get('image_size') or '-'} px",
                        tc_time_ratio=tc.get("time_ratio") if tc else None)
         out.append(row)
     return out
 
 
 def _headline_md(rows: Rows) -> str:
-    alloc = "cuda" if any(k.endswith("_cuda") for r in rows for k in r) else "profiler"
+    alloc = next((r["allocator"] for r in rows if "allocator" in r), "profiler")
 
     def both(r: dict[str, Any], key: str, **kw: Any) -> str:
         return " / ".join(_fmt(r.get(f"{key}_{k}"), **kw) for k in ("storage", alloc))
@@ -206,8 +207,9 @@ def write(path: Path, suite: str, sections: dict[str, Rows], plots: dict[str, Pa
              f"{where} training steps; memory by live-storage tracking (`remat.measure`, op level) and by "
              f"{level}; time ratios against vanilla from round-robin "
              "interleaved steps of the same run (median of per-round ratios)."]
-    if headline(sections):  # a run of the trade-off alone has no Table 1 to condense
-        parts += ["## Headline", _headline_md(headline(sections))]
+    head = headline(sections)
+    if head:  # a run of the trade-off alone has no Table 1 to condense
+        parts += ["## Headline", _headline_md(head)]
 
     def add(title: str, key: str, body: str) -> None:
         parts.append(f"## {title}")
