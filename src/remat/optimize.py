@@ -2,7 +2,7 @@
 
 The front-end of the whole spine (DESIGN.md): capture the model (``remat.capture``), turn the
 budget into bytes, run the solver(s), judge every plan by the simulation of the schedule the
-runtime really executes (``runtime.predict``: the kept set, recomputed on demand), wrap the
+runtime really executes (``runtime.predict``: the plan's own schedule or its kept set), wrap the
 cheapest one that fits (``runtime.RematModule``), and, with ``verify=True``, run one real step
 to check the *measured* peak. If the measurement is over the budget, the planning budget is
 tightened by the measured excess and the solvers run again, a few rounds at most; if the budget
@@ -108,7 +108,7 @@ def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time"
     """The cheapest plan whose executed schedule fits ``budget`` (None if none fits).
 
     Each candidate is asked at planning budgets ``budget * f``; what counts is
-    ``runtime.predict`` of its kept set, not the solver's own peak.
+    ``runtime.predict`` of the plan, not the solver's own peak.
     """
     best: Choice | None = None
     tried: list[dict] = []
@@ -123,7 +123,7 @@ def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time"
             if not plan.schedule:
                 tried.append({"solver": name, "planning_budget": budget * f, "feasible": False})
                 continue
-            sim = predict(graph, plan.kept)
+            sim = predict(graph, plan)
             fits = sim.peak <= budget
             tried.append({"solver": name, "planning_budget": budget * f, "predicted_peak": sim.peak,
                           "recompute_cost": sim.recompute_cost, "fits": fits})
@@ -159,7 +159,7 @@ def _lowest_prediction(graph: Graph, budget: float, solver: str, mode: str) -> f
         except (ValueError, RuntimeError):
             continue
         if plan.schedule:
-            lows.append(predict(graph, plan.kept).peak)
+            lows.append(predict(graph, plan).peak)
     return min(lows) if lows else None
 
 
@@ -173,7 +173,7 @@ def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
         except (ValueError, RuntimeError):
             continue
         if plan.schedule:
-            best = min(best, predict(graph, plan.kept).peak)
+            best = min(best, predict(graph, plan).peak)
     return best
 
 

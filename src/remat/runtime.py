@@ -1,9 +1,11 @@
-"""Plan -> executable module: run a training step that keeps only ``plan.kept``, same gradients.
+"""Plan -> executable module: run a training step under a plan's schedule, same gradients.
 
-The runtime never decides what to keep. It executes the schedule
-``remat.schedule.from_kept(graph, kept)``, so the prediction to compare a measurement with is
-``predict(graph, kept)`` = ``remat.simulate`` of that schedule (seed 000 §3's "cache the kept set,
-recompute the rest in the backward", with seed 002's liveness analysis).
+The runtime never decides what to keep. It executes ``executed_schedule(graph, plan)``: the
+plan's own schedule in the form ``remat.schedule.executable`` gives it (a MILP or TWRemat
+schedule, where a value may be recomputed, freed and recomputed again), or its kept set lowered
+by ``remat.schedule.from_kept`` (seed 000 §3's "cache the kept set, recompute the rest in the
+backward", with seed 002's liveness analysis), whichever simulates to less memory. The
+prediction to compare a measurement with is ``predict(graph, plan)`` = ``remat.simulate`` of it.
 
 How one step runs:
 
@@ -12,21 +14,21 @@ How one step runs:
   them keeps working). ``saved_tensors_hooks`` turn every activation autograd wants to save into
   a handle; the runtime alone holds activations: a kept value from its forward until its last
   planned backward read, anything else only until its last forward reader.
-- Backward: when autograd unpacks the first handle of a node, the values that node's backward
-  reads are materialized: missing ones and their missing ancestors are recomputed under
-  ``no_grad`` in topological order, exactly the ``("fwd", u)`` steps ``from_kept`` inserts there.
-  Each value is dropped after its last planned read (reference counts taken from the schedule),
-  the liveness the simulator assumes. Ops that draw random numbers are replayed with the RNG
-  state of their first run (dropout masks identical); ops that update buffers (BatchNorm
-  running statistics) get throw-away copies of them when recomputed, so the statistics move once
-  per step; buffer write-backs run only in the forward.
+- Backward: when autograd unpacks the first handle of a node, the schedule's recomputations
+  before that node's backward step run under ``no_grad`` (``Instances.segments``). Each copy of
+  a value is dropped after its last planned read before the next copy (reference counts per
+  copy, taken from the schedule), the liveness the simulator assumes. Ops that draw random
+  numbers are replayed with the RNG state of their first run (dropout masks identical); ops that
+  update buffers (BatchNorm running statistics) get throw-away copies of them when recomputed,
+  so the statistics move once per step; buffer write-backs run only in the forward.
 - If autograd ever asks for a value in an order the schedule did not foresee (a second
   ``backward(retain_graph=True)``, say), it is recomputed on demand from what is in memory:
   correctness never depends on the order, only the memory does (counted in ``stats``).
 
 Tested against eager PyTorch (tests/test_runtime.py): outputs and parameter gradients
 bit-identical (``torch.equal``) for every registered training solver, running statistics
-identical, measured peak within 10% of ``predict``.
+identical, measured peak within 10% of ``predict`` (to the byte on U-Net and GoogLeNet, and on
+a schedule that recomputes values many times).
 """
 
 from __future__ import annotations
@@ -42,46 +44,83 @@ from torch import nn
 from . import schedule
 from .capture import Output, Program, Step, register_outputs, signature
 from .graph import Graph
-from .simulate import Simulation, simulate
+from .plan import Plan
+from .plan import Step as ScheduleStep
+from .simulate import ScheduleError, Simulation, simulate
 
 
-def executed_schedule(graph: Graph, kept: list[str] | set[str]) -> list:
-    """The step schedule the runtime follows for a kept set."""
-    return schedule.from_kept(graph, kept)
+def executed_schedule(graph: Graph, plan: Plan | list[str] | set[str]) -> list[ScheduleStep]:
+    """The step schedule the runtime follows for a plan, or for a bare kept set.
+
+    For a kept set: ``schedule.from_kept``. For a plan: of its kept set lowered that way and its
+    own schedule (when ``schedule.executable``), the one of lower simulated peak, then lower
+    recompute cost. So MILP and TWRemat schedules run as planned (a value recomputed, freed and
+    recomputed again), and stage plans run lazily when that needs less memory.
+    """
+    lazy = schedule.executable(graph, schedule.from_kept(graph, plan.kept if isinstance(plan, Plan) else plan))
+    assert lazy is not None, "from_kept's backward order is autograd's"
+    if not isinstance(plan, Plan) or plan.problem != "training" or not plan.schedule:
+        return lazy
+    own = schedule.executable(graph, plan.schedule)
+    if own is None:
+        return lazy
+    try:
+        a, b = simulate(graph, own), simulate(graph, lazy)
+    except ScheduleError:  # reads a value only a step the runtime never sees would have needed
+        return lazy
+    return own if (a.peak, a.recompute_cost) < (b.peak, b.recompute_cost) else lazy
 
 
-def predict(graph: Graph, kept: list[str] | set[str]) -> Simulation:
-    """Simulated peak and recompute cost of what the runtime executes for ``kept``."""
-    return simulate(graph, executed_schedule(graph, kept))
+def predict(graph: Graph, plan: Plan | list[str] | set[str]) -> Simulation:
+    """Simulated peak and recompute cost of what the runtime executes for a plan or kept set."""
+    return simulate(graph, executed_schedule(graph, plan))
 
 
-def planned_reads(graph: Graph, steps: list) -> dict[str, int]:
-    """How many times each value is read in the backward part of a schedule (which begins with
-    the first recomputation or the first backward step)."""
-    reads = {v: 0 for v in graph.order}
-    in_backward = False
-    computed: set[str] = set()
-    for kind, v in steps:
-        in_backward = in_backward or kind == "bwd" or (kind == "fwd" and v in computed)
-        computed.add(v)
-        if not in_backward:
-            continue
-        if kind == "bwd":
-            for u in graph[v].saved:
-                reads[u] += 1
-        elif kind == "fwd":
-            for u in graph[v].inputs:
-                reads[u] += 1
-    return reads
+@dataclass
+class Instances:
+    """Each computation of a value in a schedule (index 0: the forward pass's), with how many
+    backward-part reads it has before the next one and whether the last of them is the value's
+    own backward step (then it may shrink to ``Node.saved_mem`` before that step); and the
+    recomputations to run when autograd reaches each backward step."""
+
+    reads: dict[str, list[int]]
+    ends_own: dict[str, list[bool]]
+    segments: dict[str, list[str]]
+
+    @classmethod
+    def of(cls, graph: Graph, steps: list[ScheduleStep]) -> "Instances":
+        reads: dict[str, list[int]] = {v: [] for v in graph.order}
+        own: dict[str, list[bool]] = {v: [] for v in graph.order}
+        segments: dict[str, list[str]] = {}
+        pending: list[str] = []
+        in_backward = False
+        for kind, v in steps:
+            in_backward = in_backward or kind == "bwd" or (kind == "fwd" and bool(reads[v]))
+            if kind == "free" or not in_backward:
+                if kind == "fwd":
+                    reads[v].append(0)
+                    own[v].append(False)
+                continue
+            for u in (graph[v].inputs if kind == "fwd" else graph[v].saved):
+                reads[u][-1] += 1
+                own[u][-1] = kind == "bwd" and u == v
+            if kind == "fwd":
+                reads[v].append(0)
+                own[v].append(False)
+                pending.append(v)
+            elif pending:
+                segments[v], pending = pending, []
+        return cls(reads, own, segments)
 
 
 @dataclass
 class Compiled:
-    """A program with a kept set: everything a step needs, computed once per input signature."""
+    """A program with its executed schedule: everything a step needs, computed once per input
+    signature."""
 
     program: Program
-    kept: frozenset[str]
-    reads: dict[str, int]
+    kept: frozenset[str]          # values the forward pass holds for the backward
+    instances: Instances
     steps_by_name: dict[str, Step]
     pos: dict[str, int]
     prediction: Simulation
@@ -90,10 +129,12 @@ class Compiled:
 
     @classmethod
     def of(cls, program: Program, kept: list[str] | set[str], plan: Any = None) -> "Compiled":
+        """For ``plan`` when given (``executed_schedule`` picks its form), else for ``kept``."""
         g = program.graph
-        steps = executed_schedule(g, kept)
+        steps = executed_schedule(g, plan if plan is not None else kept)
         forwards = [v for kind, v in steps if kind == "fwd"]
-        return cls(program=program, kept=frozenset(kept), reads=planned_reads(g, steps),
+        inst = Instances.of(g, steps)
+        return cls(program=program, kept=frozenset(v for v in g.order if inst.reads[v][0] > 0), instances=inst,
                    steps_by_name={s.name: s for s in program.steps},
                    pos={v: i for i, v in enumerate(g.order)}, prediction=simulate(g, steps), plan=plan,
                    recomputes=len(forwards) - len(set(forwards)))
@@ -121,7 +162,8 @@ class _Step:
         self.graph = c.program.graph
         self.consts = consts
         self.store: dict[str, Any] = {}
-        self.remaining = dict(c.reads)
+        self.remaining = {v: r[0] for v, r in c.instances.reads.items()}
+        self.instance = dict.fromkeys(self.graph.order, 0)
         # values whose own backward, still to come, keeps only some of their outputs (Node.saved_mem)
         self.self_pending = {v for v in self.graph.order
                              if self.graph[v].saved_mem is not None and v in self.graph[v].saved}
@@ -156,7 +198,7 @@ class _Step:
                 env[s.name] = out
                 self._register(s.name, out)
                 self._resolve(s.name)
-                if s.kind == "op" and s.name in self.c.kept and self.remaining[s.name] > 0:
+                if s.kind == "op" and s.name in self.c.kept:
                     self._hold(s.name, out)
                 for r in (*s.reads, s.name):
                     if r not in self.consts and prog.last_reader.get(r, -1) <= i:
@@ -196,8 +238,9 @@ class _Step:
         w = h.packer
         if w not in self.materialized:
             self.materialized.add(w)
-            saved = self.graph[w].saved if w in self.graph else ()
-            self._materialize(saved)
+            for u in self.c.instances.segments.get(w, ()):
+                self._recompute(u)
+            self._materialize(self.graph[w].saved if w in self.graph else ())
         value = self._fx_value(*h.ref)
         self.unpacked[w] = self.unpacked.get(w, 0) + 1
         if self.unpacked[w] == len(self.handles.get(w, ())) and w in self.graph:
@@ -215,7 +258,8 @@ class _Step:
         that is left to read (the simulator's shrink to ``Node.saved_mem``)."""
         self.store[v] = out
         self.shrunk.discard(v)
-        if self.remaining[v] == 1 and v in self.self_pending:
+        if self.remaining[v] == 1 and v in self.self_pending and \
+                self.c.instances.ends_own[v][min(self.instance[v], len(self.c.instances.ends_own[v]) - 1)]:
             keep = self.c.steps_by_name[v].self_saved or ()
             self.store[v] = type(out)(x if i in keep else None for i, x in enumerate(out))
             self.shrunk.add(v)
@@ -229,6 +273,8 @@ class _Step:
             self._hold(u, self.store[u])
 
     def _materialize(self, needed: tuple[str, ...] | list[str]) -> None:
+        """Recompute what ``needed`` lacks, and its missing ancestors, held until read: only
+        when autograd asks in an order the schedule did not foresee (counted as unplanned)."""
         missing: set[str] = set()
         stack = [u for u in needed if u not in self.store]
         while stack:
@@ -237,10 +283,17 @@ class _Step:
                 continue
             missing.add(u)
             stack += [x for x in self.graph[u].inputs if x not in self.store and x not in missing]
+        extra = {u: int(u in needed) for u in missing}
+        for u in missing:
+            for x in self.graph[u].inputs:
+                if x in missing:
+                    extra[x] += 1
         for u in sorted(missing, key=self.c.pos.__getitem__):
-            self._recompute(u)
+            self.remaining[u] = max(self.remaining[u], 0) + extra[u]
+            self._recompute(u, planned=False)
+        self.stats.unplanned += len(missing)
 
-    def _recompute(self, v: str) -> None:
+    def _recompute(self, v: str, planned: bool = True) -> None:
         s = self.c.steps_by_name[v]
         with torch.no_grad():
             args, kwargs = _bind(s, lambda a: self._fx_value(a, None))
@@ -250,10 +303,16 @@ class _Step:
                 out = _with_rng(self.rng[v], lambda: s.target(*args, **kwargs))
             else:
                 out = s.target(*args, **kwargs)
+        if planned:
+            self.instance[v] += 1
+            reads = self.c.instances.reads[v]
+            self.remaining[v] = reads[self.instance[v]] if self.instance[v] < len(reads) else 0
         self._hold(v, out)
         self.stats.recomputed += 1
         for u in self.graph[v].inputs:
             self._read(u)
+        if self.remaining[v] <= 0:  # computed for nothing the schedule reads: drop at once
+            self.store.pop(v, None)
 
     def _fx_value(self, name: str, index: int | None) -> Any:
         if name in self.consts:
@@ -265,8 +324,6 @@ class _Step:
                     del self.store[name]  # an output dropped for good: recompute it below
                     self.shrunk.discard(name)
                 if name not in self.store:  # an order the schedule did not foresee
-                    self.stats.unplanned += 1
-                    self.remaining[name] = max(self.remaining[name], 0) + 1
                     self._materialize([name])
                 value = self.store[name]
             elif s.target is operator.getitem and isinstance(s.args[0], torch.fx.Node) and not s.kwargs:

@@ -10,6 +10,9 @@ solver's answer is executed and simulated the same way (Checkmate's split, STYLE
   backward follows its forward at once (so the schedule recomputes eq. (1) minus T(V_k)).
 - ``from_kept``: forward everything, keep only ``kept`` (plus what the forward still needs),
   and before each backward step recompute the missing values it reads from what is in memory.
+- ``executable``: a solver's own schedule in the form the runtime executes step for step (one
+  forward pass, then autograd's backward order), or None when its backward order is not
+  autograd's.
 
 Frees beyond those the strategy implies are left to the simulator's liveness analysis.
 """
@@ -91,3 +94,66 @@ def _closure_missing(graph: Graph, needed: Iterable[str], live: set[str]) -> set
         out.add(u)
         stack += [w for w in graph[u].inputs if w not in live and w not in out]
     return out
+
+
+def triggers(graph: Graph, v: str) -> bool:
+    """Whether the runtime gets control at v's backward step: autograd runs a node for v (it
+    requires grad) and unpacks a value v saved. Recomputations are done at such steps only."""
+    return graph[v].requires_grad and bool(graph[v].saved)
+
+
+def executable(graph: Graph, steps: list[Step]) -> list[Step] | None:
+    """``steps`` as the runtime runs them, or None if it cannot (backward order not autograd's).
+
+    The runtime's forward is the model's own pass (each value once, in order), and autograd
+    back-propagates in reverse creation order, taking control only at steps that ``triggers``.
+    So: the forward part (up to where the last value is first computed, which must come before
+    any backward step) becomes one pass in order, keeping what the schedule reads again later; a
+    recomputation before a backward step that does not trigger moves to the next one that does;
+    explicit frees go (liveness frees at the last read), and so do recomputations that nothing
+    reads before the value is computed again. Recompute cost never grows; the peak can move
+    either way (a moved recomputation misses the memory a backward step frees or allocates), so
+    callers simulate the result.
+    """
+    order = graph.order
+    seen: set[str] = set()
+    end = len(steps)  # the forward part ends where the last value is first computed
+    for i, (kind, v) in enumerate(steps):
+        if kind == "bwd" or len(seen) == len(order):
+            end = i
+            break
+        if kind == "fwd":
+            seen.add(v)
+    if len(seen) != len(order):
+        return None
+    tail = steps[end:]
+    if [v for kind, v in tail if kind == "bwd"] != list(reversed(order)):
+        return None
+    out: list[Step] = [("fwd", v) for v in order]
+    pending: list[Step] = []
+    for kind, v in _read_recomputations(graph, tail):
+        if kind == "fwd":
+            pending.append((kind, v))
+        elif kind == "bwd":
+            if triggers(graph, v):
+                out += pending
+                pending = []
+            out.append((kind, v))
+    return out
+
+
+def _read_recomputations(graph: Graph, tail: list[Step]) -> list[Step]:
+    """``tail`` without its frees and without the ``fwd`` steps whose value nothing reads
+    before it is computed again (a walk from the end, tracking the values read later)."""
+    needed: set[str] = set()
+    kept: list[Step] = []
+    for kind, v in reversed(tail):
+        if kind == "bwd":
+            needed.update(graph[v].saved)
+        elif kind != "fwd" or v not in needed:
+            continue
+        else:
+            needed.discard(v)
+            needed.update(graph[v].inputs)
+        kept.append((kind, v))
+    return kept[::-1]

@@ -104,9 +104,10 @@ SUITES: dict[str, Suite] = {
         exact_networks=None,
         measured_sizes=tuple((n, Size(8, 224)) for n in ("resnet50", "resnet152", "vgg19", "densenet161",
                                                           "googlenet"))
-        + (("unet", Size(2, 188)), ("pspnet", Size(2, 321))),  # batch norm after 1x1 pooling needs 2
+        + (("unet", Size(1, 572)), ("pspnet", Size(2, 321))),  # batch norm after 1x1 pooling needs 2
         measured_methods=measured.MEASURED_METHODS + (Method("exact-tc", "dp-exact", "time"),
-                                                      Method("exact-mc", "dp-exact", "memory")),
+                                                      Method("exact-mc", "dp-exact", "memory"))
+        + measured.SCHEDULE_METHODS,
         measured_peaks=("tracker", "profiler"),
         seed003_networks=("alexnet", "vgg11", "vgg13", "vgg16", "vgg19", "resnet18", "resnet34", "resnet50",
                           "resnet101", "resnet152", "densenet121", "densenet161", "densenet169",

@@ -43,6 +43,7 @@ class Method:
     solver: str
     mode: str = "time"
     minimal: bool = True  # plan at the solver's minimal budget (seed 000 §5.1); else budget None
+    max_nodes: int | None = None  # skipped on graphs with more nodes (the MILP's reach)
 
 
 TABLE1_METHODS = (
