@@ -57,23 +57,29 @@ def executed_schedule(graph: Graph, plan: Plan | list[str] | set[str]) -> list[S
     recompute cost. So MILP and TWRemat schedules run as planned (a value recomputed, freed and
     recomputed again), and stage plans run lazily when that needs less memory.
     """
-    lazy = schedule.executable(graph, schedule.from_kept(graph, plan.kept if isinstance(plan, Plan) else plan))
-    assert lazy is not None, "from_kept's backward order is autograd's"
-    if not isinstance(plan, Plan) or plan.problem != "training" or not plan.schedule:
-        return lazy
-    own = schedule.executable(graph, plan.schedule)
-    if own is None:
-        return lazy
-    try:
-        a, b = simulate(graph, own), simulate(graph, lazy)
-    except ScheduleError:  # reads a value only a step the runtime never sees would have needed
-        return lazy
-    return own if (a.peak, a.recompute_cost) < (b.peak, b.recompute_cost) else lazy
+    return _executed(graph, plan)[0]
 
 
 def predict(graph: Graph, plan: Plan | list[str] | set[str]) -> Simulation:
     """Simulated peak and recompute cost of what the runtime executes for a plan or kept set."""
-    return simulate(graph, executed_schedule(graph, plan))
+    return _executed(graph, plan)[1]
+
+
+def _executed(graph: Graph, plan: Plan | list[str] | set[str]) -> tuple[list[ScheduleStep], Simulation]:
+    lazy = schedule.executable(graph, schedule.from_kept(graph, plan.kept if isinstance(plan, Plan) else plan))
+    assert lazy is not None, "from_kept's backward order is autograd's"
+    best = (lazy, simulate(graph, lazy))
+    own = None
+    if isinstance(plan, Plan) and plan.problem == "training" and plan.schedule:
+        own = schedule.executable(graph, plan.schedule)
+    if own is not None:
+        try:
+            sim = simulate(graph, own)
+        except ScheduleError:  # reads a value only a step the runtime never sees would have needed
+            return best
+        if (sim.peak, sim.recompute_cost) < (best[1].peak, best[1].recompute_cost):
+            best = (own, sim)
+    return best
 
 
 @dataclass
@@ -131,12 +137,12 @@ class Compiled:
     def of(cls, program: Program, kept: list[str] | set[str], plan: Any = None) -> "Compiled":
         """For ``plan`` when given (``executed_schedule`` picks its form), else for ``kept``."""
         g = program.graph
-        steps = executed_schedule(g, plan if plan is not None else kept)
+        steps, prediction = _executed(g, plan if plan is not None else kept)
         forwards = [v for kind, v in steps if kind == "fwd"]
         inst = Instances.of(g, steps)
         return cls(program=program, kept=frozenset(v for v in g.order if inst.reads[v][0] > 0), instances=inst,
                    steps_by_name={s.name: s for s in program.steps},
-                   pos={v: i for i, v in enumerate(g.order)}, prediction=simulate(g, steps), plan=plan,
+                   pos={v: i for i, v in enumerate(g.order)}, prediction=prediction, plan=plan,
                    recomputes=len(forwards) - len(set(forwards)))
 
 
@@ -258,8 +264,8 @@ class _Step:
         that is left to read (the simulator's shrink to ``Node.saved_mem``)."""
         self.store[v] = out
         self.shrunk.discard(v)
-        if self.remaining[v] == 1 and v in self.self_pending and \
-                self.c.instances.ends_own[v][min(self.instance[v], len(self.c.instances.ends_own[v]) - 1)]:
+        ends_own = self.c.instances.ends_own[v]
+        if self.remaining[v] == 1 and v in self.self_pending and ends_own[min(self.instance[v], len(ends_own) - 1)]:
             keep = self.c.steps_by_name[v].self_saved or ()
             self.store[v] = type(out)(x if i in keep else None for i, x in enumerate(out))
             self.shrunk.add(v)
