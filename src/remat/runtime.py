@@ -101,19 +101,18 @@ class Instances:
         pending: list[str] = []
         in_backward = False
         for kind, v in steps:
-            in_backward = in_backward or kind == "bwd" or (kind == "fwd" and bool(reads[v]))
-            if kind == "free" or not in_backward:
-                if kind == "fwd":
-                    reads[v].append(0)
-                    own[v].append(False)
+            if kind == "free":
                 continue
-            for u in (graph[v].inputs if kind == "fwd" else graph[v].saved):
-                reads[u][-1] += 1
-                own[u][-1] = kind == "bwd" and u == v
+            in_backward = in_backward or kind == "bwd" or bool(reads[v])
+            if in_backward:  # forward-pass reads are the forward's business, not counted here
+                for u in (graph[v].inputs if kind == "fwd" else graph[v].saved):
+                    reads[u][-1] += 1
+                    own[u][-1] = kind == "bwd" and u == v
             if kind == "fwd":
                 reads[v].append(0)
                 own[v].append(False)
-                pending.append(v)
+                if in_backward:
+                    pending.append(v)
             elif pending:
                 segments[v], pending = pending, []
         return cls(reads, own, segments)

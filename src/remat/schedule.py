@@ -150,10 +150,10 @@ def _read_recomputations(graph: Graph, tail: list[Step]) -> list[Step]:
     for kind, v in reversed(tail):
         if kind == "bwd":
             needed.update(graph[v].saved)
-        elif kind != "fwd" or v not in needed:
-            continue
-        else:
+        elif kind == "fwd" and v in needed:
             needed.discard(v)
             needed.update(graph[v].inputs)
+        else:
+            continue
         kept.append((kind, v))
     return kept[::-1]
