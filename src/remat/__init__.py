@@ -10,8 +10,11 @@ Modules, in processing order (data only flows down):
     simulate.py   liveness simulation of a schedule: the common yardstick for all solvers
     api.py        solve(), min_budget()
     joint.py      the joint forward+backward graph (seed 004's problem for training)
-    capture.py    torch -> Graph on fake tensors; runtime.py executes a Plan; measure.py measures
-    optimize.py   optimize(): capture, plan, execute, verify against the measured peak
+    capture.py    torch -> Graph on fake tensors (the interpreter's); measure.py measures
+    compiled/     AOTAutograd joint graph -> planning Graph -> planned forward/backward fx graphs:
+                  what optimize() runs, and the torch.compile backend (backend())
+    runtime.py    the op-by-op interpreter, optimize(executor="interpret")
+    optimize.py   optimize(): trace, plan, compile, verify against the measured peak
     zoo/          the papers' networks and their paper-style graphs
     bench/        the benchmark suite behind ``remat bench``
     cli.py        the ``remat`` command (one module per subcommand in commands/)
@@ -25,8 +28,10 @@ from .simulate import ScheduleError, Simulation, simulate
 # submodules of the same names so that remat.capture / remat.measure / remat.optimize are the functions
 from .capture import capture  # noqa: E402
 from .measure import measure  # noqa: E402
-from .optimize import optimize  # noqa: E402
+from .optimize import BudgetError, optimize  # noqa: E402
+from .capture import CaptureError  # noqa: E402
+from .compiled.backend import backend  # noqa: E402
 from . import zoo  # noqa: E402
 
-__all__ = ["Graph", "GraphError", "Node", "Plan", "ScheduleError", "Simulation",
-           "capture", "measure", "min_budget", "optimize", "simulate", "solve", "zoo"]
+__all__ = ["BudgetError", "CaptureError", "Graph", "GraphError", "Node", "Plan", "ScheduleError", "Simulation",
+           "backend", "capture", "measure", "min_budget", "optimize", "simulate", "solve", "zoo"]

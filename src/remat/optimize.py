@@ -61,8 +61,11 @@ def parse_budget(budget: int | float | str, vanilla_peak: float) -> float:
     if isinstance(budget, bool) or budget is None:
         raise ValueError(f"budget must be bytes, a size like '2GiB' or a percentage like '40%', got {budget!r}")
     if isinstance(budget, (int, float)):
-        if budget < 0 or math.isnan(budget):
-            raise ValueError(f"budget must be non-negative, got {budget!r}")
+        if budget < 0 or math.isnan(budget) or math.isinf(budget):
+            raise ValueError(f"budget must be a finite non-negative number of bytes, a size like '2GiB' or a "
+                             f"percentage like '40%', got {budget!r}")
+        if isinstance(budget, float) and 0 < budget < 1:  # a fraction of the vanilla peak, as documented
+            return budget * vanilla_peak
         return float(budget)
     text = str(budget).strip().lower().replace(" ", "")
     m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)(%|[kmgt]?i?b)?", text)
@@ -148,6 +151,13 @@ def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int
         if over is None or over <= 0:
             break
         target = target * min(0.95, budget / over)
+    for f in (0.8, 0.6, 0.45, 0.3):  # solvers whose executed peak is far above what they planned for
+        c = choose(graph, budget * f, solver, mode, factors=(1.0,))
+        if c is not None and c.peak <= budget:
+            return c
+    low = smallest_choice(graph, solver, mode)
+    if low is not None and low.peak <= budget:  # never refuse a budget at or above the minimum we name
+        return low
     raise _too_small(graph, budget, solver, mode, base)
 
 
@@ -163,9 +173,9 @@ def _lowest_prediction(graph: Graph, budget: float, solver: str, mode: str) -> f
     return min(lows) if lows else None
 
 
-def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
-    """Smallest budget the runtime can be planned for with ``solver`` (min over auto's candidates)."""
-    best = math.inf
+def smallest_choice(graph: Graph, solver: str, mode: str = "time") -> Choice | None:
+    """The plan of least executed peak among ``solver``'s (each candidate's at its min_budget)."""
+    best: Choice | None = None
     for name in candidates(solver):
         try:
             b = min_budget(graph, solver=name, mode=mode)
@@ -173,8 +183,16 @@ def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
         except (ValueError, RuntimeError):
             continue
         if plan.schedule:
-            best = min(best, predict(graph, plan).peak)
+            sim = predict(graph, plan)
+            if best is None or (sim.peak, sim.recompute_cost) < (best.peak, best.recompute_cost):
+                best = Choice(plan, sim.peak, sim.recompute_cost, b)
     return best
+
+
+def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
+    """Smallest budget the runtime can be planned for with ``solver`` (min over auto's candidates)."""
+    c = smallest_choice(graph, solver, mode)
+    return math.inf if c is None else c.peak
 
 
 def _too_small(graph: Graph, budget: float, solver: str, mode: str, base: float | None = None) -> BudgetError:
@@ -193,21 +211,91 @@ def vanilla_peak(graph: Graph) -> float:
 
 def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str = "auto",
              mode: str = "time", *, cost: str = "flops", verify: bool = True, rounds: int = 3,
-             tolerance: float = 0.01) -> RematModule:
+             tolerance: float = 0.01, executor: str = "compiled") -> nn.Module:
     """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
 
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
     (every default candidate, the cheapest executed plan that fits). ``verify``: run one real
     step (model state, gradients and RNG restored afterwards) and re-plan, at most ``rounds``
     times, while the measured peak exceeds ``budget * (1 + tolerance)``.
+
+    ``executor``: ``"compiled"`` (default) runs the plan as two fx-generated functions, the
+    forward saving the kept values and the backward recomputing as the schedule says
+    (``remat.compiled``); ``"interpret"`` is the earlier op-by-op interpreter
+    (``remat.runtime``), kept as a named fallback for graphs AOTAutograd cannot trace.
     """
     if mode not in ("time", "memory"):
         raise ValueError(f"mode must be 'time' or 'memory', got {mode!r}")
+    if executor not in ("compiled", "interpret"):
+        raise ValueError(f"executor must be 'compiled' or 'interpret', got {executor!r}")
     candidates(solver)
+    model = _unwrap_compiled(model)
+    if executor == "interpret":
+        return _optimize_interpreted(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance)
+    from .capture import split_inputs
+    from .compiled.module import CompiledModule
+    from .compiled.partitioner import Planner
+
+    args, kwargs = split_inputs(example_inputs)
+    report: dict[str, Any] = {"executor": "compiled"}
+    vanilla = None
+    if verify:  # percentages are of what PyTorch really uses, in-place ops included
+        vanilla = report["vanilla_measured_peak"] = measure_restoring(model, example_inputs).peak
+    device = next((p.device for p in model.parameters()), None)
+
+    def make_planner(planning_budget: float | None = None) -> Planner:
+        return Planner(budget, solver, mode, cost, vanilla=vanilla, device=device, name=type(model).__name__,
+                       planning_budget=planning_budget)
+
+    module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device,
+                                                   name=type(model).__name__))
+    step = module.compile_for(args, kwargs, make_planner())
+    target = step.planned.budget
+    planning = target
+    for k in range(rounds + 1 if verify else 0):
+        measured = measure_restoring(module, example_inputs)
+        report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
+        if measured.peak <= target * (1 + tolerance):
+            break
+        if k == rounds:
+            over = measured.peak - target
+            raise BudgetError(
+                f"budget {fmt_bytes(target)} cannot be met on the real step: the best plan "
+                f"({step.planned.plan.stats.get('chosen', step.planned.plan.solver)}) measured "
+                f"{fmt_bytes(measured.peak)} ({measured.method}), {fmt_bytes(over)} ({100 * over / target:.1f}%) "
+                f"over; predicted {fmt_bytes(step.planned.prediction.peak)}. Raise the budget by at least that much")
+        planning = planning * min(0.97, target / measured.peak)
+        step = module.compile_for(args, kwargs, make_planner(planning))
+    report.update(step.planned.summary())
+    report.update(budget=target, vanilla_predicted_peak=step.planned.vanilla, compile_seconds=step.compile_seconds,
+                  solver=step.planned.plan.stats.get("chosen", step.planned.plan.solver),
+                  mode=step.planned.plan.mode, kept=len(step.planned.split.saved),
+                  tried=step.planned.plan.stats.get("tried", []), dropped_outputs=list(step.flat.dropped))
+    module.report = report
+    return module
+
+
+def _unwrap_compiled(model: nn.Module) -> nn.Module:
+    """The module inside ``torch.compile(model)``: remat plans the model itself (use
+    ``remat.backend`` to combine both)."""
+    inner = getattr(model, "_orig_mod", None)
+    if isinstance(inner, nn.Module):
+        import warnings
+
+        warnings.warn("remat.optimize got a torch.compile'd module: optimizing the module inside it. To compile "
+                      "remat's plan, use torch.compile(model, backend=remat.backend(budget=...)) instead",
+                      stacklevel=3)
+        return inner
+    return model
+
+
+def _optimize_interpreted(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str,
+                          mode: str, cost: str, verify: bool, rounds: int, tolerance: float) -> RematModule:
+    """The interpreter fallback (``executor="interpret"``): ``runtime.RematModule``."""
     program = trace(model, example_inputs, cost=cost)
     graph = program.graph
     vanilla = vanilla_peak(graph)
-    report: dict[str, Any] = {"vanilla_predicted_peak": vanilla}
+    report: dict[str, Any] = {"executor": "interpret", "vanilla_predicted_peak": vanilla}
     if verify:  # percentages are of what PyTorch really uses, in-place ops included
         report["vanilla_measured_peak"] = measure_restoring(model, example_inputs).peak
     target = report["budget"] = parse_budget(budget, report.get("vanilla_measured_peak", vanilla))

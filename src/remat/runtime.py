@@ -66,12 +66,17 @@ def predict(graph: Graph, plan: Plan | list[str] | set[str]) -> Simulation:
 
 
 def _executed(graph: Graph, plan: Plan | list[str] | set[str]) -> tuple[list[ScheduleStep], Simulation]:
-    lazy = schedule.executable(graph, schedule.from_kept(graph, plan.kept if isinstance(plan, Plan) else plan))
+    # values that must never be recomputed (random ops whose draws the compiled code cannot replay)
+    pinned = getattr(graph, "pinned", frozenset())
+    kept = set(plan.kept if isinstance(plan, Plan) else plan) | set(pinned)
+    lazy = schedule.executable(graph, schedule.from_kept(graph, kept))
     assert lazy is not None, "from_kept's backward order is autograd's"
     best = (lazy, simulate(graph, lazy))
     own = None
     if isinstance(plan, Plan) and plan.problem == "training" and plan.schedule:
         own = schedule.executable(graph, plan.schedule)
+    if own is not None and pinned and _recomputes(own, pinned):
+        own = None
     if own is not None:
         try:
             sim = simulate(graph, own)
@@ -80,6 +85,17 @@ def _executed(graph: Graph, plan: Plan | list[str] | set[str]) -> tuple[list[Sch
         if (sim.peak, sim.recompute_cost) < (best[1].peak, best[1].recompute_cost):
             best = (own, sim)
     return best
+
+
+def _recomputes(steps: list[ScheduleStep], values: frozenset[str] | set[str]) -> bool:
+    """Whether ``steps`` compute any of ``values`` more than once."""
+    seen: set[str] = set()
+    for kind, v in steps:
+        if kind == "fwd":
+            if v in seen and v in values:
+                return True
+            seen.add(v)
+    return False
 
 
 @dataclass

@@ -1,0 +1,339 @@
+"""AOTAutograd joint graph -> planning Graph: the values a plan decides about are the joint
+graph's own forward nodes, so the plan and the code it compiles to are one program.
+
+AOTAutograd traces one training step as a single fx graph (``primals_*`` and ``tangents_*`` in,
+forward outputs and parameter gradients out), functionalized, with autocast casts and buffer
+updates (BatchNorm statistics) explicit. Its nodes carry ``partitioner_tag`` (``is_forward`` /
+``is_backward``) and ``seq_nr``: a backward node has the sequence number of the forward op whose
+autograd node produced it. From that:
+
+- a planning node per forward op that owns new storage (``mem`` = bytes of its fresh storages,
+  taken from the fake values in ``node.meta["val"]``); views and ``getitem`` are aliases of it;
+- ``inputs``: the planning nodes owning what the op reads;
+- the backward step of a node is the run of backward ops with its ``seq_nr``; what they read of
+  the forward becomes its ``bwd_uses``, which outputs of a tuple op they read its ``saved_mem``;
+- ``requires_grad``: a gradient flows from a primal that gets one (its gradient output is not
+  None) through floating-point values; ``grad_alias`` as in ``capture`` (add, clone, cat).
+
+Costs: ``"flops"`` from ``torch.utils.flop_counter``'s formulas on the fake values (one flop per
+output element where there is none, attention on the CPU included), ``"roofline"``: seconds on a
+device as max(flops / peak, bytes moved / bandwidth).
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+from torch.multiprocessing.reductions import StorageWeakRef
+
+from ..graph import Graph
+
+MODULE_KEY = "remat_module"
+
+# ops the flop counter has no formula for that do matmul work (batch, heads, queries, keys, dim)
+_ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+
+
+@dataclass
+class JointGraph:
+    """A joint graph, the planning Graph built from it, and how the two correspond."""
+
+    gm: fx.GraphModule
+    num_fwd_outputs: int
+    graph: Graph
+    node_of: dict[str, fx.Node]                  # planning id -> the fx op that computes it
+    owners: dict[fx.Node, tuple[str, ...]]       # forward fx value -> planning ids whose storage it is in
+    group: dict[fx.Node, str | None]             # backward fx node -> planning id of its backward step
+    forward: list[fx.Node] = field(default_factory=list)   # forward call_function nodes, in order
+    backward: list[fx.Node] = field(default_factory=list)  # backward call_function nodes, in order
+    random: frozenset[str] = frozenset()         # planning ids that draw random numbers
+    unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
+
+
+def _is_tag(n: fx.Node, tag: str) -> bool:
+    return n.meta.get("partitioner_tag") == tag
+
+
+def is_forward(n: fx.Node) -> bool:
+    return n.op == "call_function" and _is_tag(n, "is_forward")
+
+
+def is_backward(n: fx.Node) -> bool:
+    return n.op == "call_function" and _is_tag(n, "is_backward")
+
+
+def is_tangent(n: fx.Node) -> bool:
+    return n.op == "placeholder" and ("tangent" in n.name or _is_tag(n, "is_backward"))
+
+
+def _tensors(val: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(val) if isinstance(t, torch.Tensor)]
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except (RuntimeError, NotImplementedError):  # a subclass without storage: dense size
+        return t.numel() * t.element_size()
+
+
+def is_random(n: fx.Node) -> bool:
+    return n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
+
+
+_BN_BACKWARD = ("native_batch_norm_backward.default",)
+
+
+def unused_reads(n: fx.Node) -> tuple[int, ...]:
+    """Argument positions an op takes but does not read: training batch norm's backward uses the
+    saved batch statistics, not the running ones (positions 3 and 4), so they are not saved."""
+    if str(n.target).replace("aten.", "") in _BN_BACKWARD and len(n.args) > 7 and n.args[7] is True:
+        return (3, 4)
+    return ()
+
+
+def op_name(target: Any) -> str:
+    return str(getattr(target, "__name__", target)).replace("aten::", "")
+
+
+def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: str = "model",
+          device: Any = None) -> JointGraph:
+    """The planning Graph of a joint graph (see module docstring)."""
+    nodes = list(gm.graph.nodes)
+    out_node = next(n for n in nodes if n.op == "output")
+    outs = list(out_node.args[0])
+    primals = [n for n in nodes if n.op == "placeholder" and not is_tangent(n)]
+    grads_out = outs[num_fwd_outputs:]
+    grad_primal = {p for p, gr in zip(primals, grads_out) if gr is not None}
+
+    owner_of_storage: dict[StorageWeakRef, str | None] = {}
+    owners: dict[fx.Node, tuple[str, ...]] = {}
+    needs_grad: dict[fx.Node, bool] = {}
+    for p in primals:
+        for t in _tensors(p.meta.get("val")):
+            owner_of_storage[StorageWeakRef(t.untyped_storage())] = None
+        owners[p] = ()
+        needs_grad[p] = p in grad_primal
+
+    specs: dict[str, dict] = {}
+    node_of: dict[str, fx.Node] = {}
+    forward = [n for n in nodes if is_forward(n)]
+    backward = [n for n in nodes if is_backward(n)]
+    seq_owner: dict[int, str] = {}
+    for n in forward:
+        ins = [a for a in n.all_input_nodes]
+        in_owners = tuple(dict.fromkeys(o for a in ins for o in owners.get(a, ())))
+        val = n.meta.get("val")
+        floating = any(t.is_floating_point() or t.is_complex() for t in _tensors(val))
+        needs_grad[n] = floating and any(needs_grad.get(a, False) for a in ins)
+        if n.target is operator.getitem:
+            owners[n] = owners.get(n.args[0], ())
+            needs_grad[n] = needs_grad[n.args[0]] and floating
+            continue
+        fresh, alias = 0, []
+        for t in _tensors(val):
+            ref = StorageWeakRef(t.untyped_storage())
+            if ref in owner_of_storage:
+                if owner_of_storage[ref] is not None:
+                    alias.append(owner_of_storage[ref])
+                continue
+            owner_of_storage[ref] = n.name
+            fresh += _nbytes(t)
+        if fresh == 0 and _tensors(val):  # a view: lives in its base's storage
+            owners[n] = tuple(dict.fromkeys(alias)) or in_owners
+            continue
+        if not _tensors(val):
+            owners[n] = ()
+            continue
+        owners[n] = (n.name,)
+        node_of[n.name] = n
+        specs[n.name] = {"mem": fresh, "cost": _cost(n, cost, device), "inputs": in_owners,
+                         "op": op_name(n.target), "requires_grad": needs_grad[n],
+                         "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
+        seq = n.meta.get("seq_nr")
+        if seq is not None and (needs_grad[n] or seq not in seq_owner):
+            seq_owner[seq] = n.name
+
+    # backward steps: runs of backward ops attributed by seq_nr
+    group: dict[fx.Node, str | None] = {}
+    reads: dict[str, dict[str, None]] = {v: {} for v in specs}
+    own_outputs: dict[str, set[int]] = {v: set() for v in specs}
+    unmodeled = 0
+    current: str | None = None
+    for b in backward:
+        v = seq_owner.get(b.meta.get("seq_nr"))
+        if v is not None:
+            current = v
+        group[b] = current
+        skip = {b.args[i] for i in unused_reads(b)}
+        for a in b.all_input_nodes:
+            if a in skip or not (is_forward(a) and owners.get(a)):
+                continue
+            if current is None:
+                unmodeled += sum(_nbytes(t) for t in _tensors(a.meta.get("val")))
+                continue
+            for o in owners[a]:
+                reads[current][o] = None
+                if o == current:
+                    own_outputs[current].add(a.args[1] if a.target is operator.getitem else -1)
+
+    g = Graph(name=name)
+    pos = {v: i for i, v in enumerate(specs)}
+    for v, s in specs.items():
+        inputs = list(s["inputs"])
+        uses = []
+        for u in reads[v]:
+            if u == v or u in inputs:
+                uses.append(u)
+            elif pos[u] < pos[v]:  # read by v's backward though v does not read it: an extra edge
+                inputs.append(u)
+                uses.append(u)
+            else:
+                unmodeled += specs[u]["mem"]
+        n = node_of[v]
+        vals = n.meta.get("val")
+        saved_mem = grad_mem = None
+        if isinstance(vals, (tuple, list)):
+            ts = list(vals)
+            idx = own_outputs[v]
+            if v in uses and -1 not in idx and idx:
+                part = sum(_nbytes(ts[i]) for i in idx if isinstance(ts[i], torch.Tensor))
+                saved_mem = part if part < s["mem"] else None
+            first = ts[0] if ts and isinstance(ts[0], torch.Tensor) else None
+            if first is not None and first.numel() * first.element_size() != s["mem"]:
+                grad_mem = first.numel() * first.element_size()
+        g.add_node(v, mem=s["mem"], cost=s["cost"], inputs=inputs, op=s["op"], bwd_uses=uses,
+                   grad_alias=_grad_alias(n, owners, s["inputs"]) if s["requires_grad"] else (),
+                   requires_grad=s["requires_grad"], saved_mem=saved_mem, grad_mem=grad_mem)
+        if s["module"] is not None:
+            _set_module(g, v, s["module"])
+    if len(g) == 0:
+        raise ValueError(f"{name}'s forward allocates nothing: nothing to plan")
+    g.validate()
+    return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
+                      group=group, forward=forward, backward=backward,
+                      random=frozenset(v for v, n in node_of.items() if is_random(n)), unmodeled=unmodeled)
+
+
+def _set_module(g: Graph, v: str, module: str) -> None:
+    """Record the module path a node came from (``Node.module`` where the Graph has the field)."""
+    node = g[v]
+    if hasattr(node, "module"):
+        object.__setattr__(node, "module", module)
+    else:
+        g.__dict__.setdefault("modules", {})[v] = module
+
+
+_PASSTHROUGH = {"add.Tensor": (0, 1), "sub.Tensor": (0,), "clone.default": (0,)}
+
+
+def _grad_alias(n: fx.Node, owners: dict[fx.Node, tuple[str, ...]], inputs: tuple[str, ...]) -> list[str]:
+    """Inputs whose gradient is this node's own gradient buffer (add, sub's first input, clone, cat)."""
+    key = str(n.target).replace("aten.", "")
+    out = n.meta.get("val")
+    if not isinstance(out, torch.Tensor):
+        return []
+    if key in ("cat.default", "stack.default"):
+        args = [a for a in n.args[0] if isinstance(a, fx.Node)]
+    elif key in _PASSTHROUGH and n.kwargs.get("alpha", 1) == 1:
+        args = [n.args[i] for i in _PASSTHROUGH[key] if i < len(n.args) and isinstance(n.args[i], fx.Node)]
+    else:
+        return []
+    keep = []
+    for a in args:
+        t = a.meta.get("val")
+        if not isinstance(t, torch.Tensor) or t.numel() * t.element_size() != _nbytes(t):
+            continue
+        if key in ("cat.default", "stack.default") or (t.shape == out.shape and t.dtype == out.dtype):
+            keep += [o for o in owners.get(a, ()) if o in inputs]
+    return list(dict.fromkeys(keep))
+
+
+# ---------------------------------------------------------------------------------------------
+# costs
+
+
+def flops(n: fx.Node) -> float:
+    """FLOPs of one op from its fake values (torch.utils.flop_counter's formulas)."""
+    from torch.utils.flop_counter import flop_registry
+
+    out = n.meta.get("val")
+    numel = sum(t.numel() for t in _tensors(out))
+    name = op_name(n.target)
+    if any(name.startswith(a) for a in _ATTENTION):
+        q, k = n.args[0].meta["val"], n.args[1].meta["val"]
+        b, h, s_q, d = q.shape[-4:] if q.dim() >= 4 else (1, *q.shape[-3:])
+        s_k = k.shape[-2]
+        return float(max(4 * b * h * s_q * s_k * d, numel))
+    packet = getattr(n.target, "overloadpacket", None)
+    fn = flop_registry.get(packet) if packet is not None else None
+    if fn is not None:
+        args = pytree.tree_map_only(fx.Node, lambda a: a.meta.get("val"), n.args)
+        kwargs = pytree.tree_map_only(fx.Node, lambda a: a.meta.get("val"), n.kwargs)
+        try:
+            return float(max(fn(*args, **kwargs, out_val=out), numel))
+        except Exception:  # noqa: BLE001 - a formula that cannot read these arguments: count elements
+            pass
+    return float(numel)
+
+
+def bytes_moved(n: fx.Node) -> float:
+    """Bytes an op reads and writes: its tensor inputs and outputs."""
+    total = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
+    for a in n.all_input_nodes:
+        total += sum(t.numel() * t.element_size() for t in _tensors(a.meta.get("val")))
+    return float(total)
+
+
+# peak dense throughput (FLOP/s, by dtype width) and memory bandwidth (B/s) of known devices
+DEVICES = {
+    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10},
+    "H100": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 3.0e12},
+    "H200": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 4.5e12},
+    "A100": {"flops": 2.5e14, "flops32": 1.5e13, "bandwidth": 1.8e12},
+    "cuda": {"flops": 1.0e14, "flops32": 1.5e13, "bandwidth": 1.0e12},
+}
+
+
+def device_figures(device: Any) -> dict[str, float]:
+    """Peak FLOP/s and bandwidth of ``device`` (a torch.device, "cpu", "cuda"), by its name."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type == "cuda" and torch.cuda.is_available():
+        label = torch.cuda.get_device_name(dev)
+        for key in ("H200", "H100", "A100"):
+            if key in label:
+                return DEVICES[key]
+        return DEVICES["cuda"]
+    return DEVICES["cpu"]
+
+
+def roofline(n: fx.Node, device: Any = None) -> float:
+    """Seconds by the roofline model: max(flops / peak FLOP/s, bytes moved / bandwidth), plus a
+    launch overhead of a few microseconds per op (what makes many small ops expensive)."""
+    fig = device_figures(device)
+    out = _tensors(n.meta.get("val"))
+    wide = any(t.dtype == torch.float32 for t in out)
+    peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
+    return max(flops(n) / peak, bytes_moved(n) / fig["bandwidth"]) + 4e-6
+
+
+def _cost(n: fx.Node, cost: str, device: Any) -> float:
+    if cost == "roofline":
+        return roofline(n, device)
+    if cost == "flops":
+        return flops(n)
+    if cost == "paper":
+        return 10.0 if "convolution" in op_name(n.target) else 1.0
+    raise ValueError(f"unknown cost {cost!r}: use 'flops', 'roofline' or 'paper'")
+
+
+def total_cost(g: Graph) -> float:
+    """Cost of one forward: the yardstick recompute costs are reported against."""
+    return math.fsum(g[v].cost for v in g.order)

@@ -1,0 +1,196 @@
+"""The module ``remat.optimize`` returns: the model's training step as two fx-generated Python
+functions (AOTAutograd's ``aot_module_simplified`` with remat's partitioner), no interpreter.
+
+A plan is made per key: the input signature (shapes, dtypes, devices, constants, train/eval
+flags) and the autocast state (device types enabled, their dtypes). The plan of a key is
+traced under that state, so its casts are explicit ops in the graphs; the graphs then run with
+autocast off, since a second autocast pass over explicit casts would change nothing but the
+speed. Evaluation and ``no_grad`` calls run the model itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import torch
+import torch.utils._pytree as pytree
+from torch import nn
+
+from .partitioner import Planned, Planner
+
+AUTOCAST_DEVICES = ("cpu", "cuda")
+_TENSOR = object()  # marks where a tensor output goes among the output constants
+
+
+def autocast_state() -> tuple:
+    """(device type, dtype) of every device type autocast is on for: part of a plan's key."""
+    state = []
+    for d in AUTOCAST_DEVICES:
+        try:
+            if torch.is_autocast_enabled(d):
+                state.append((d, torch.get_autocast_dtype(d)))
+        except (RuntimeError, AttributeError):
+            continue
+    return tuple(state)
+
+
+def plan_key(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
+    """What a compiled step depends on: the input signature and the autocast state."""
+    from ..capture import signature
+
+    return (*signature(model, args, kwargs), autocast_state())
+
+
+class _Flat(nn.Module):
+    """The model as AOTAutograd wants it: tensors in, a tuple of tensors out; constants in the
+    inputs and outputs (flags, None, ints) are fixed by the example and restored around it."""
+
+    def __init__(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
+        super().__init__()
+        self.model = model
+        leaves, self.in_spec = pytree.tree_flatten((args, kwargs))
+        self.positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        self.consts = [None if isinstance(x, torch.Tensor) else x for x in leaves]
+        self.out_spec: Any = None
+        self.out_consts: list[Any] = []
+        self.dropped: list[str] = []
+        self.autocast = autocast_state()  # applied inside the trace, so the backward is traced without it
+
+    def tensors(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+        leaves = pytree.tree_leaves((args, kwargs))
+        return [leaves[i] for i in self.positions]
+
+    def forward(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        leaves = list(self.consts)
+        for i, t in zip(self.positions, flat):
+            leaves[i] = t
+        a, kw = pytree.tree_unflatten(leaves, self.in_spec)
+        with contextlib.ExitStack() as stack:  # the forward's autocast, and only the forward's
+            for device, dtype in self.autocast:
+                stack.enter_context(torch.autocast(device_type=device, dtype=dtype))
+            out = _drop_caches(self.model(*a, **kw), self.dropped)
+        out_leaves, self.out_spec = pytree.tree_flatten(out)
+        self.out_consts = [_TENSOR if isinstance(x, torch.Tensor) else x for x in out_leaves]
+        return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
+
+    def rebuild(self, tensors: list[torch.Tensor] | tuple) -> Any:
+        it = iter(tensors)
+        leaves = [next(it) if c is _TENSOR else c for c in self.out_consts]
+        return pytree.tree_unflatten(leaves, self.out_spec)
+
+
+def _drop_caches(out: Any, dropped: list[str]) -> Any:
+    """Training outputs that are caches (Hugging Face ``past_key_values``) are dropped: a
+    training step never reads them, and holding them would hold every layer's keys and values."""
+    cache = getattr(out, "past_key_values", None)
+    if cache is not None and not isinstance(cache, torch.Tensor):
+        try:
+            out["past_key_values"] = None
+        except (TypeError, KeyError):
+            out.past_key_values = None
+        if "past_key_values" not in dropped:
+            dropped.append("past_key_values")
+    return out
+
+
+@dataclass
+class Step:
+    """One compiled training step: the traced wrapper, the AOTAutograd function, the plan."""
+
+    flat: _Flat
+    fn: Callable
+    planned: Planned
+    compile_seconds: float
+
+
+def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) -> Step:
+    """Trace ``model`` on these inputs with AOTAutograd and partition it with ``planner``."""
+    import time
+
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    flat = _Flat(model, args, kwargs)
+    started = time.perf_counter()
+    count = len(planner.planned)
+    with _autocast_off():  # eager autograd runs the backward without autocast: so is it traced
+        fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=boxed_nop, bw_compiler=boxed_nop,
+                                   partition_fn=planner)
+    if len(planner.planned) == count:
+        raise RuntimeError("remat: nothing in this step needs a gradient (is the model in training mode, "
+                           "and do its parameters require grad?)")
+    return Step(flat=flat, fn=fn, planned=planner.planned[-1], compile_seconds=time.perf_counter() - started)
+
+
+def run(step: Step, args: tuple, kwargs: dict) -> Any:
+    """Call a compiled step: autocast off around it (its casts are in the graph)."""
+    with _autocast_off():
+        out = step.fn(*step.flat.tensors(args, kwargs))
+    return step.flat.rebuild(out)
+
+
+def _autocast_off() -> contextlib.AbstractContextManager:
+    state = autocast_state()
+    if not state:
+        return contextlib.nullcontext()
+    stack = contextlib.ExitStack()
+    for device, _ in state:
+        stack.enter_context(torch.autocast(device_type=device, enabled=False))
+    return stack
+
+
+class CompiledModule(nn.Module):
+    """The optimized model: a training call runs the compiled step planned for its key (input
+    signature + autocast state); evaluation and ``no_grad`` calls run the model itself.
+
+    ``module`` is the user's model (its parameters, buffers and ``state_dict``, no prefix). A
+    call with a key not planned yet plans it with ``make_planner()``, once, and says so.
+    """
+
+    def __init__(self, module: nn.Module, make_planner: Callable[[], Planner]) -> None:
+        nn.Module.__init__(self)
+        self.module = module
+        self._make_planner = make_planner
+        self._steps: dict[tuple, Step] = {}
+        self.step: Step | None = None
+        self.report: dict = {}
+
+    def compile_for(self, args: tuple, kwargs: dict, planner: Planner | None = None) -> Step:
+        """Plan and compile the step for these inputs (replacing any plan of their key)."""
+        key = plan_key(self.module, args, kwargs)
+        self.step = self._steps[key] = compile_step(self.module, args, kwargs, planner or self._make_planner())
+        return self.step
+
+    @property
+    def plan(self) -> Any:
+        return None if self.step is None else self.step.planned.plan
+
+    @property
+    def graph(self) -> Any:
+        return None if self.step is None else self.step.planned.joint.graph
+
+    @property
+    def prediction(self) -> Any:
+        return None if self.step is None else self.step.planned.prediction
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        if not (torch.is_grad_enabled() and self.module.training):
+            return self.module(*args, **kwargs)
+        step = self._steps.get(plan_key(self.module, args, kwargs))
+        if step is None:
+            import warnings
+
+            warnings.warn("remat: planning for a new input signature or autocast state (shapes, dtypes, "
+                          "train/eval flags); pass every signature to remat.optimize up front to avoid this",
+                          stacklevel=2)
+            step = self.compile_for(args, kwargs)
+        self.step = step
+        return run(step, args, kwargs)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> dict:
+        return self.module.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
+        return self.module.load_state_dict(state_dict, strict=strict, assign=assign)

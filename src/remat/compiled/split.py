@@ -1,0 +1,219 @@
+"""A step schedule -> two fx graphs: the forward saves exactly the kept values, the backward
+recomputes what the schedule says where it says it, a copy per recomputation.
+
+The forward graph is AOTAutograd's own (``_extract_fwd_bwd_modules`` with our saved values), so
+its calling convention is the one AOTAutograd's runtime expects. The backward graph is written
+here, over that graph's placeholders (saved values, then tangents):
+
+- backward ops are emitted in the joint graph's order (autograd's);
+- before the first op of a node's backward step, the recomputations the schedule places there
+  are emitted (``Instances.segments``): each is a fresh copy of the forward op, reading the
+  current copies of its inputs, so a value recomputed twice (MILP, TWRemat) is two nodes;
+- a forward value a backward op reads comes from the current recomputed copy, else from the
+  saved values (only the plan's kept values are there), else it is recomputed on the spot with
+  its missing ancestors (an order the schedule did not foresee: counted in ``unplanned``);
+- views and ``getitem`` of a copy are re-derived from that copy; fx's code generation frees
+  every value after its last use, which is the liveness the simulator assumes.
+"""
+
+from __future__ import annotations
+
+import operator
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+from torch._functorch._aot_autograd.descriptors import SavedForBackwardsAOTOutput
+from torch._functorch._aot_autograd.utils import _is_bwd_seed_offset, _is_fwd_seed_offset, _is_primal, _is_tangent
+from torch._functorch.partitioners import _extract_fwd_bwd_outputs, _extract_graph_with_inputs_outputs
+from torch.fx._lazy_graph_module import _make_graph_module
+
+from ..plan import Step
+from .jointgraph import JointGraph, is_forward, is_tangent, unused_reads
+
+
+@dataclass
+class Split:
+    forward: fx.GraphModule
+    backward: fx.GraphModule
+    saved: list[str]        # fx names of the forward values the backward receives
+    recomputed: int         # forward ops emitted in the backward
+    unplanned: int          # of those, recomputed on demand (not where the schedule said)
+
+
+def kept_values(jg: JointGraph, steps: list[Step]) -> set[str]:
+    """Planning ids whose forward copy a backward-part step reads (what the forward saves)."""
+    from ..runtime import Instances
+
+    inst = Instances.of(jg.graph, steps)
+    return {v for v in jg.graph.order if inst.reads[v][0] > 0}
+
+
+def split(jg: JointGraph, steps: list[Step]) -> Split:
+    """Forward and backward graphs that execute ``steps`` (an executable training schedule)."""
+    from ..runtime import Instances
+
+    inst = Instances.of(jg.graph, steps)
+    kept = {v for v in jg.graph.order if inst.reads[v][0] > 0}
+    emitter = _Emitter(jg, kept, inst.segments)
+    saved = emitter.needed_saved()
+    fwd_out, bwd_out, fwd_descs, bwd_descs = _extract_fwd_bwd_outputs(jg.gm, num_fwd_outputs=jg.num_fwd_outputs)
+    placeholders = list(jg.gm.graph.find_nodes(op="placeholder"))
+    primals = [n for n in placeholders if _is_primal(n)]
+    fw_graph = _extract_graph_with_inputs_outputs(
+        jg.gm.graph, primals + [n for n in placeholders if _is_fwd_seed_offset(n)], fwd_out + saved,
+        fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved))], "forward")
+    fw = _make_graph_module(jg.gm, fw_graph)
+    bw_inputs = saved + [n for n in placeholders if _is_tangent(n) or _is_bwd_seed_offset(n)]
+    bw = emitter.emit(bw_inputs, bwd_out, bwd_descs)
+    return Split(forward=fw, backward=bw, saved=[n.name for n in saved], recomputed=emitter.recomputed,
+                 unplanned=emitter.unplanned)
+
+
+class _Emitter:
+    """Walks the backward ops once to find the saved values, then writes the backward graph."""
+
+    def __init__(self, jg: JointGraph, kept: set[str], segments: dict[str, list[str]]) -> None:
+        self.jg = jg
+        self.kept = kept
+        self.segments = segments
+        self.recomputed = 0
+        self.unplanned = 0
+
+    # the walk, shared by both passes: ``read`` returns the value for a forward fx node
+    def _walk(self, read, recompute, emit) -> None:
+        started: set[str] = set()
+        for b in self.jg.backward:
+            v = self.jg.group.get(b)
+            if v is not None and v not in started:
+                started.add(v)
+                for u in self.segments.get(v, ()):
+                    recompute(u, True)
+            emit(b)
+
+    def _available_from_forward(self, a: fx.Node) -> bool:
+        owners = self.jg.owners.get(a, ())
+        return all(o in self.kept for o in owners)
+
+    def needed_saved(self) -> list[fx.Node]:
+        """Forward fx values the backward reads from the forward pass, in joint order."""
+        copies: set[str] = set()
+        saved: dict[fx.Node, None] = {}
+
+        def read(a: fx.Node) -> None:
+            owners = self.jg.owners.get(a, ())
+            if not owners:
+                saved[a] = None  # a primal or a view of one
+                return
+            if a.target is operator.getitem and all(o in copies for o in owners):
+                return
+            if all(o in copies for o in owners):
+                return
+            if self._available_from_forward(a) and not any(o in copies for o in owners):
+                saved[a] = None
+                return
+            for o in owners:
+                if o not in copies:
+                    recompute(o, False)
+
+        def recompute(u: str, planned: bool) -> None:
+            n = _without_state_update(self.jg.node_of[u])
+            for a in n.all_input_nodes:
+                read(a)
+            copies.add(u)
+
+        def emit(b: fx.Node) -> None:
+            for a in _without_unused_reads(b).all_input_nodes:
+                if is_forward(a) or a.op == "placeholder" and not is_tangent(a):
+                    read(a)
+
+        self._walk(read, recompute, emit)
+        order = {n: i for i, n in enumerate(self.jg.gm.graph.nodes)}
+        return sorted(saved, key=order.__getitem__)
+
+    def emit(self, inputs: list[fx.Node], outputs: list, descs: list) -> fx.GraphModule:
+        """The backward graph: ``inputs`` (saved values, tangents) in, ``outputs`` (gradients) out."""
+        g = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}       # joint node -> node in g (saved, tangents, backward)
+        copy_of: dict[str, dict[fx.Node, fx.Node]] = {}  # planning id -> joint fx value -> its current copy
+        for n in inputs:
+            new = g.placeholder(n.name)
+            new.meta = dict(n.meta)
+            env[n] = new
+        owner = self.jg.owners
+
+        def value(a: fx.Node) -> fx.Node:
+            os_ = owner.get(a, ())
+            if a in env and not any(o in copy_of for o in os_):
+                return env[a]
+            if os_ and all(o in copy_of for o in os_):
+                return derived(a)
+            if a in env:
+                return env[a]
+            for o in os_:  # neither saved nor recomputed yet: recompute on demand
+                if o not in copy_of:
+                    recompute(o, False)
+            return derived(a)
+
+        def derived(a: fx.Node) -> fx.Node:
+            """``a`` on top of the current copies of its owners (views re-derived once per copy)."""
+            os_ = owner[a]
+            cache = copy_of[os_[0]]
+            if a in cache:
+                return cache[a]
+            new = g.node_copy(a, lambda x: value(x))
+            for o in os_:
+                copy_of[o][a] = new
+            return new
+
+        def recompute(u: str, planned: bool) -> None:
+            n = self.jg.node_of[u]
+            new = g.node_copy(_without_state_update(n), lambda x: value(x))
+            copy_of[u] = {n: new}
+            self.recomputed += 1
+            self.unplanned += not planned
+
+        def emit(b: fx.Node) -> None:
+            env[b] = g.node_copy(_without_unused_reads(b), lambda x: env[x] if (x in env and not is_forward(x))
+                                 else value(x))
+
+        self._walk(value, recompute, emit)
+        out = g.output(tuple(env[x] if isinstance(x, fx.Node) else x for x in outputs))
+        out.meta["desc"] = descs
+        for n in g.nodes:
+            if n.op == "call_function":
+                n.meta["autograd_backward"] = True
+        g.lint()
+        return _make_graph_module(self.jg.gm, g)
+
+
+_BN_FUNCTIONAL = torch.ops.aten._native_batch_norm_legit_functional.default
+_BN_NO_STATS = torch.ops.aten._native_batch_norm_legit.no_stats
+
+
+def _without_state_update(n: fx.Node) -> fx.Node:
+    """The op to recompute ``n`` with: training batch norm without its running statistics.
+
+    The forward updates BatchNorm's running statistics in place after it ran (AOTAutograd's
+    epilogue), so a recomputation must neither read them (autograd would see a saved tensor
+    modified in place) nor move them again. Outputs 0-2 (output, mean, inverse std) of the
+    no-stats variant are the same kernel's, bit for bit.
+    """
+    if n.target is _BN_FUNCTIONAL and len(n.args) >= 6 and n.args[5] is True:
+        x, w, b, _rm, _rv, training, momentum, eps = n.args[:8]
+        stand_in = fx.Node(n.graph, n.name, "call_function", _BN_NO_STATS, (x, w, b, training, momentum, eps), {})
+        stand_in.meta = dict(n.meta)
+        return stand_in
+    return n
+
+
+def _without_unused_reads(n: fx.Node) -> fx.Node:
+    """``n`` with the arguments its kernel never reads set to None (``jointgraph.unused_reads``):
+    training batch norm's backward takes the running statistics but uses the saved batch ones."""
+    drop = unused_reads(n)
+    if not drop:
+        return n
+    args = tuple(None if i in drop else a for i, a in enumerate(n.args))
+    stand_in = fx.Node(n.graph, n.name, "call_function", n.target, args, dict(n.kwargs))
+    stand_in.meta = dict(n.meta)
+    return stand_in
