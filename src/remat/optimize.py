@@ -50,6 +50,9 @@ UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 # solvers) often over-estimates the executed schedule's simulated peak, so asking for more can
 # still yield a plan that fits
 RELAX = (1.0, 1.25, 1.5, 2.0)
+# what optimize's "auto" tries on captured graphs: fast on thousands of nodes, selective plans for
+# high budgets, segment plans for the floor
+OPTIMIZE_CANDIDATES = ("selective", "chen-greedy", "chen-sqrt", "none")
 
 
 class BudgetError(ValueError):
@@ -101,9 +104,8 @@ def candidates(solver: str) -> list[str]:
     if solver != "auto":
         solvers.get(solver)  # unknown names raise, listing the known ones
         return [solver]
-    from .solvers.auto import DEFAULT_CANDIDATES
     known = set(solvers.names("training"))
-    return [s for s in DEFAULT_CANDIDATES if s in known]
+    return [s for s in OPTIMIZE_CANDIDATES if s in known]
 
 
 def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time",
@@ -357,8 +359,10 @@ def measure_restoring(module: nn.Module, inputs: Any):
                if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)}
     rng = torch.get_rng_state()
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    # on CUDA one warm-up step first: the first matmul allocates cuBLAS's workspace, not an activation
+    on_cuda = any(p.is_cuda for p in module.parameters())
     try:
-        return measure(module, inputs, warmup=0)
+        return measure(module, inputs, warmup=1 if on_cuda else 0)
     finally:
         for p, g in grads.items():
             p.grad = g

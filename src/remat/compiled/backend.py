@@ -57,7 +57,7 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
         raise ValueError(f"compiler must be one of {', '.join(COMPILERS)}, got {compiler!r}")
     candidates(solver)  # unknown solver names raise here, not inside torch.compile
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
-    return RematBackend(Planner(budget, solver, mode, cost, name="compiled"), compiler)
+    return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False), compiler)
 
 
 def _inductor_partitioner(planner: Planner) -> Any:

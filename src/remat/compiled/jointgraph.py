@@ -107,6 +107,7 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
           device: Any = None) -> JointGraph:
     """The planning Graph of a joint graph (see module docstring)."""
     nodes = list(gm.graph.nodes)
+    _tag_untagged(nodes)
     out_node = next(n for n in nodes if n.op == "output")
     outs = list(out_node.args[0])
     primals = [n for n in nodes if n.op == "placeholder" and not is_tangent(n)]
@@ -116,6 +117,9 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     owner_of_storage: dict[StorageWeakRef, str | None] = {}
     owners: dict[fx.Node, tuple[str, ...]] = {}
     needs_grad: dict[fx.Node, bool] = {}
+    for c in (n for n in nodes if n.op == "get_attr"):  # constants: always in memory, like parameters
+        owners[c] = ()
+        needs_grad[c] = False
     for p in primals:
         for t in _tensors(p.meta.get("val")):
             owner_of_storage[StorageWeakRef(t.untyped_storage())] = None
@@ -220,6 +224,22 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
                       group=group, forward=forward, backward=backward,
                       random=frozenset(v for v, n in node_of.items() if is_random(n)), unmodeled=unmodeled)
+
+
+def _tag_untagged(nodes: list[fx.Node]) -> None:
+    """Nodes a joint-graph pass added after AOTAutograd tagged the graph (inductor's) get a tag:
+    backward if they read anything of the backward, else forward."""
+    backward: set[fx.Node] = set()
+    for n in nodes:
+        if n.op == "placeholder" and is_tangent(n):
+            backward.add(n)
+        elif n.op == "call_function":
+            tag = n.meta.get("partitioner_tag")
+            if tag is None:
+                tag = "is_backward" if any(a in backward for a in n.all_input_nodes) else "is_forward"
+                n.meta["partitioner_tag"] = tag
+            if tag == "is_backward":
+                backward.add(n)
 
 
 def _set_module(g: Graph, v: str, module: str) -> None:

@@ -115,7 +115,10 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     flat = _Flat(model, args, kwargs)
     started = time.perf_counter()
     count = len(planner.planned)
-    with _autocast_off():  # eager autograd runs the backward without autocast: so is it traced
+    # autocast: eager autograd runs the backward without it, so is it traced; compiling flag: libraries
+    # that branch on tensor values outside torch.compile (Hugging Face's mask helpers) take their
+    # tracing-safe path, as they do under torch.compile
+    with _autocast_off(), _compiling():
         fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=boxed_nop, bw_compiler=boxed_nop,
                                    partition_fn=planner)
     if len(planner.planned) == count:
@@ -129,6 +132,26 @@ def run(step: Step, args: tuple, kwargs: dict) -> Any:
     with _autocast_off():
         out = step.fn(*step.flat.tensors(args, kwargs))
     return step.flat.rebuild(out)
+
+
+@contextlib.contextmanager
+def _compiling() -> Any:
+    """``torch.compiler.is_compiling()`` is True inside: what torch.compile's tracing sets."""
+    import torch.compiler as tc
+
+    if hasattr(tc, "_compile_session_context"):
+        with tc._compile_session_context():
+            yield
+        return
+    old = getattr(tc, "_is_compiling_flag", None)
+    tc._is_compiling_flag = True
+    try:
+        yield
+    finally:
+        if old is None:
+            del tc._is_compiling_flag
+        else:
+            tc._is_compiling_flag = old
 
 
 def _autocast_off() -> contextlib.AbstractContextManager:

@@ -13,6 +13,7 @@ within what the graphs before it left, since their kept values are still held wh
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,12 +66,14 @@ class Planner:
     ``budget``: bytes, a size string ("2GiB") or a percentage ("40%"; a float in (0, 1) is a
     fraction). ``vanilla``: the measured vanilla peak percentages are of (one graph), else each
     graph's simulated vanilla peak. ``planning_budget``: bytes to plan for instead of the budget
-    (``optimize`` tightens it after a measured step came out over).
+    (``optimize`` tightens it after a measured step came out over). ``strict=False`` (the
+    backend): a graph whose floor is above a percentage budget (a loss computed in a graph of its
+    own after a graph break) is planned at its floor, with a warning, instead of failing.
     """
 
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = "flops",
                  vanilla: float | None = None, device: Any = None, name: str = "model",
-                 planning_budget: float | None = None) -> None:
+                 planning_budget: float | None = None, strict: bool = True) -> None:
         self.budget = budget
         self.solver = solver
         self.mode = mode
@@ -79,12 +82,13 @@ class Planner:
         self.device = device
         self.name = name
         self.planning_budget = planning_budget
+        self.strict = strict  # False: a graph a percentage cannot be met on is planned at its floor
         self.planned: list[Planned] = []
         self.spent = 0.0  # bytes kept by graphs planned before (shared byte budgets)
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                  **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-        from ..optimize import parse_budget, plan_within, vanilla_peak
+        from ..optimize import BudgetError, parse_budget, plan_within, smallest_choice, vanilla_peak
         from ..runtime import _executed
 
         started = time.perf_counter()
@@ -115,7 +119,17 @@ class Planner:
             choice = plan_within(graph, target, "none", self.mode, base=base)
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
         else:
-            choice = plan_within(graph, target, self.solver, self.mode, base=base)
+            try:
+                choice = plan_within(graph, target, self.solver, self.mode, base=base)
+            except BudgetError:
+                if self.strict or not relative:
+                    raise
+                choice = smallest_choice(graph, self.solver, self.mode)
+                if choice is None:
+                    raise
+                notes.append(f"{self.budget} of this graph's peak is below what any plan reaches: planned at "
+                             f"its floor, {100 * choice.peak / max(vanilla, 1):.1f}%")
+                warnings.warn(f"remat: graph {graph.name}: {notes[-1]}", stacklevel=2)
         steps, prediction = _executed(graph, choice.plan)
         sp = split(jg, steps)
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))

@@ -101,6 +101,8 @@ class _Emitter:
         saved: dict[fx.Node, None] = {}
 
         def read(a: fx.Node) -> None:
+            if a.op == "get_attr":
+                return
             owners = self.jg.owners.get(a, ())
             if not owners:
                 saved[a] = None  # a primal or a view of one
@@ -143,6 +145,10 @@ class _Emitter:
         owner = self.jg.owners
 
         def value(a: fx.Node) -> fx.Node:
+            if a.op == "get_attr":  # a constant of the joint graph
+                if a not in env:
+                    env[a] = g.node_copy(a)
+                return env[a]
             os_ = owner.get(a, ())
             if a in env and not any(o in copy_of for o in os_):
                 return env[a]
