@@ -1,0 +1,96 @@
+"""bench/bench_compiled.py (held-out models, issue 12): a quick CPU smoke run of the whole harness,
+the targets' arithmetic on hand-made rows, and the peers' helpers. No timing is asserted."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+import bench_scripts
+from remat.bench import heldout
+
+METHODS = ["vanilla", "torch.compile b=1", "remat inductor 50%", "remat inductor @torch.compile b=1",
+           "per-block checkpoint", "sac-matmul", "remat eager 50%", "remat eager 100%",
+           "remat eager @per-block checkpoint", "remat eager @sac-matmul"]
+
+
+@pytest.mark.slow
+def test_quick_run_writes_every_method(tmp_path):
+    bench = bench_scripts.load("bench_compiled")
+    # one compile peer, and no new method built after 35 s (the ones left become "skipped" rows),
+    # so that the smoke run stays near a minute on a loaded 2-core machine
+    assert bench.main(["--quick", "--device", "cpu", "--models", "gpt2", "--dtypes", "fp32",
+                       "--compile-budgets", "1.0", "--time-limit", "35", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["torch"] == torch.__version__ and result["device"] == "cpu"
+    rows = {r["method"]: r for r in result["rows"] if r["model"] == "gpt2" and r["dtype"] == "fp32"}
+    for name in METHODS:
+        assert name in rows, f"no row for {name}"
+    for name, r in rows.items():
+        assert "error" in r or ("peak" in r and "time_ratio" in r), (name, r)
+    ok = [r for r in rows.values() if "error" not in r]
+    assert {"vanilla", "torch.compile b=1"} <= {r["method"] for r in ok}
+    assert rows["vanilla"]["peak_fraction"] == 1.0 and rows["vanilla"]["grad_diff"] == 0.0
+    for r in ok:
+        assert r["peak"] > 0 and r["time_ratio"] > 0 and r["grad_diff"] >= 0
+    # checkpointing and remat recompute in the eager step: same gradients as vanilla, dropout included
+    for name in ("per-block checkpoint", "sac-matmul", "remat eager 100%"):
+        if "error" not in rows[name]:
+            assert rows[name]["grad_diff"] < 1e-5, name
+    assert isinstance(result["targets"]["gpt2/fp32"], list)
+    report = (tmp_path / "report.md").read_text()
+    assert "## gpt2/fp32" in report and "| remat eager 50% |" in report
+    assert (tmp_path / "frontier_gpt2_fp32.png").stat().st_size > 0
+
+
+def _row(method, family, peak, ratio, **kw):
+    return {"model": "m", "dtype": "fp32", "method": method, "family": family, "peak": peak, "time_ratio": ratio, **kw}
+
+
+def test_targets_are_computed_from_the_rows():
+    bench = bench_scripts.load("bench_compiled")
+    rows = [_row("vanilla", "vanilla", 100, 1.0),
+            _row("per-block checkpoint", "per-block", 40, 1.4),
+            _row("remat eager @per-block checkpoint", "remat-eager", 39, 1.2, budget_bytes=40),
+            _row("remat eager 50%", "remat-eager", 52, 1.3, budget_bytes=50),
+            _row("remat eager 100%", "remat-eager", 100, 1.01, budget_bytes=100),
+            _row("torch.compile b=1", "compile", 90, 0.9),
+            _row("remat inductor 50%", "remat-inductor", 0, 0, error="AttributeError: no backend")]
+    got = {c["target"]: c for c in bench.targets(rows)}
+    assert got["remat eager @per-block checkpoint: >= 5% faster than per-block checkpoint, peak no higher"]["pass"]
+    assert got["remat eager 50%: time <= 1.15x vanilla"]["pass"] is False
+    assert got["remat eager 50%: peak within budget +1%"]["pass"] is False  # 52 of 50
+    assert got["remat eager 100% (no recomputation): time <= 1.02x vanilla"]["pass"] is True
+    assert got["remat-eager: peak monotone in budget (1% slack)"]["pass"] is True
+    assert got["remat inductor 50%: time <= 1.05x torch.compile b=1"]["pass"] is None  # not measured
+
+
+def test_compiled_backends_never_compare_equal():
+    # two budgets over one model must not share Dynamo's cache entries through equal backends
+    a, b = heldout.Distinct("aot_eager"), heldout.Distinct("aot_eager")
+    assert a != b and a == a and a.backend is b.backend
+
+
+def test_sac_policy_saves_matmuls_only():
+    from torch.utils.checkpoint import CheckpointPolicy
+
+    assert heldout.sac_policy(None, torch.ops.aten.mm.default) == CheckpointPolicy.MUST_SAVE
+    assert heldout.sac_policy(None, torch.ops.aten.gelu.default) == CheckpointPolicy.PREFER_RECOMPUTE
+
+
+def test_wrap_blocks_wraps_outermost_blocks():
+    class Block(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.relu(self.lin(x))
+
+    model = torch.nn.Sequential(Block(), torch.nn.Sequential(Block(), Block()), torch.nn.Linear(4, 1))
+    assert heldout.wrap_blocks(model, (Block,)) == 3
+    x = torch.randn(3, 4)
+    model(x).sum().backward()
+    assert all(p.grad is not None for p in model.parameters())
