@@ -38,7 +38,11 @@ def test_every_solver_on_random_dags(name, g, frac):
         return
     vanilla = remat.solve(g, None, solver="none")
     for mode in ("time", "memory"):
-        plan = remat.solve(g, round(frac * vanilla.peak), solver=name, mode=mode)
+        try:
+            plan = remat.solve(g, round(frac * vanilla.peak), solver=name, mode=mode)
+        except ValueError as e:  # blocks: random graphs carry no module paths, and it says so
+            assert "module path" in str(e)
+            return
         check_plan(g, plan)
 
 

@@ -18,6 +18,8 @@ keeps its mean and inverse std, not its output; max pooling keeps its indices). 
 of ``mem``. Once the rest of a value has no reader left, only ``saved_mem`` of it stays.
 ``grad_mem`` is the size of the value's gradient when only some of its outputs are
 differentiable (max pooling's indices and batch norm's statistics get none); None means ``mem``.
+``module`` is the path of the module whose forward produced the value
+(``"model.layers.3.mlp.act_fn"``), where capture knows it: per-block solvers find blocks by it.
 
 JSON format ``remat-graph/1``; validation names the offending node in every message.
 """
@@ -53,6 +55,7 @@ class Node:
     requires_grad: bool = True
     saved_mem: float | None = None
     grad_mem: float | None = None
+    module: str | None = None
 
     @property
     def grad_size(self) -> float:
@@ -104,6 +107,7 @@ class Graph:
         requires_grad: bool = True,
         saved_mem: float | None = None,
         grad_mem: float | None = None,
+        module: str | None = None,
     ) -> Node:
         """Add one value. Inputs may name nodes added later; ``validate`` checks them."""
         if not isinstance(id, str) or not id:
@@ -131,8 +135,10 @@ class Graph:
                                  f"the value its own backward keeps")
         if grad_mem is not None:
             grad_mem = _check_number(id, "grad_mem", grad_mem)
+        if module is not None and not isinstance(module, str):
+            raise GraphError(f"node {id!r}: module must be a module path string or None, got {module!r}")
         node = Node(id, mem, _check_number(id, "cost", cost), inputs, op,
-                    bwd_uses, grad_alias, bool(requires_grad), saved_mem, grad_mem)
+                    bwd_uses, grad_alias, bool(requires_grad), saved_mem, grad_mem, module)
         self._nodes[id] = node
         self._invalidate()
         return node
@@ -246,6 +252,8 @@ class Graph:
                 d["saved_mem"] = n.saved_mem
             if n.grad_mem is not None:
                 d["grad_mem"] = n.grad_mem
+            if n.module is not None:
+                d["module"] = n.module
             nodes.append(d)
         return {"format": FORMAT, "name": self.name, "nodes": nodes}
 
@@ -281,7 +289,7 @@ class Graph:
                 raise GraphError(f"node {d['id']!r} is missing {', '.join(missing)}")
             g.add_node(d["id"], d["mem"], d["cost"], d.get("inputs", ()), d.get("op"), d.get("bwd_uses"),
                        d.get("grad_alias", ()), d.get("requires_grad", True), d.get("saved_mem"),
-                       d.get("grad_mem"))
+                       d.get("grad_mem"), d.get("module"))
         g.validate()
         return g
 

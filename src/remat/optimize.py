@@ -51,8 +51,8 @@ UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
 # still yield a plan that fits
 RELAX = (1.0, 1.25, 1.5, 2.0)
 # what optimize's "auto" tries on captured graphs: fast on thousands of nodes, selective plans for
-# high budgets, segment plans for the floor
-OPTIMIZE_CANDIDATES = ("selective", "chen-greedy", "chen-sqrt", "none")
+# high budgets, per-block checkpointing and segment plans for the floor
+OPTIMIZE_CANDIDATES = ("selective", "blocks-selective", "blocks", "chen-greedy", "chen-sqrt", "none")
 
 
 class BudgetError(ValueError):
@@ -203,7 +203,10 @@ def _too_small(graph: Graph, budget: float, solver: str, mode: str, base: float 
     return BudgetError(
         f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak "
         f"{fmt_bytes(vanilla)}) is below the minimum: the smallest budget {solver} can meet on "
-        f"{graph.name} is {fmt_bytes(low)} ({100 * low / vanilla:.1f}%, {int(math.ceil(low))} bytes)")
+        f"{graph.name} is {fmt_bytes(low)} ({100 * low / vanilla:.1f}%, {int(math.ceil(low))} bytes)"
+        if math.isfinite(low) else
+        f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak {fmt_bytes(vanilla)}): "
+        f"{solver} finds no plan at all on {graph.name}; try solver='auto'")
 
 
 def vanilla_peak(graph: Graph) -> float:
@@ -272,7 +275,7 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     report.update(budget=target, vanilla_predicted_peak=step.planned.vanilla, compile_seconds=step.compile_seconds,
                   solver=step.planned.plan.stats.get("chosen", step.planned.plan.solver),
                   mode=step.planned.plan.mode, kept=len(step.planned.split.saved),
-                  tried=step.planned.plan.stats.get("tried", []), dropped_outputs=list(step.flat.dropped))
+                  tried=step.planned.tried, dropped_outputs=list(step.flat.dropped))
     module.report = report
     return module
 

@@ -118,7 +118,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     # autocast: eager autograd runs the backward without it, so is it traced; compiling flag: libraries
     # that branch on tensor values outside torch.compile (Hugging Face's mask helpers) take their
     # tracing-safe path, as they do under torch.compile
-    with _autocast_off(), _compiling():
+    with _autocast_off(), _compiling(), _module_paths(model):
         fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=boxed_nop, bw_compiler=boxed_nop,
                                    partition_fn=planner)
     if len(planner.planned) == count:
@@ -132,6 +132,42 @@ def run(step: Step, args: tuple, kwargs: dict) -> Any:
     with _autocast_off():
         out = step.fn(*step.flat.tensors(args, kwargs))
     return step.flat.rebuild(out)
+
+
+@contextlib.contextmanager
+def _module_paths(model: nn.Module) -> Any:
+    """Every op traced inside a submodule's forward carries its path (``node.meta["custom"]``,
+    read by ``jointgraph.build`` into ``Node.module``): what per-block plans and ``explain`` use."""
+    import torch.fx.traceback as fxt
+
+    from .jointgraph import MODULE_KEY
+
+    stack: list[Any] = []
+    handles = []
+
+    def enter(path: str) -> Callable:
+        def pre(_m: nn.Module, _args: Any) -> None:
+            cm = fxt.annotate({MODULE_KEY: path})
+            cm.__enter__()
+            stack.append(cm)
+        return pre
+
+    def leave(_m: nn.Module, _args: Any, _out: Any) -> None:
+        if stack:
+            stack.pop().__exit__(None, None, None)
+
+    for path, sub in model.named_modules():
+        if path:
+            handles.append(sub.register_forward_pre_hook(enter(path)))
+            handles.append(sub.register_forward_hook(leave))
+    try:
+        with fxt.preserve_node_meta():
+            yield
+    finally:
+        for h in handles:
+            h.remove()
+        while stack:
+            stack.pop().__exit__(None, None, None)
 
 
 @contextlib.contextmanager

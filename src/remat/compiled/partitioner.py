@@ -43,6 +43,7 @@ class Planned:
     seconds: float                  # planning + splitting
     kept_bytes: float
     notes: list[str] = field(default_factory=list)
+    tried: list[dict] = field(default_factory=list)   # each candidate's plan at each planning budget
 
     @property
     def recompute_fraction(self) -> float:
@@ -136,7 +137,8 @@ class Planner:
         self.spent += kept_bytes
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
-                                    seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes))
+                                    seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
+                                    tried=choice.tried))
         return sp.forward, sp.backward
 
 

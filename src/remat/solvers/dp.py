@@ -14,18 +14,34 @@
 
 Transitions L -> L' are evaluated for all predecessors L of one L' at once with numpy: sets are
 rows of a boolean matrix, and only the few columns of ∂(L') are needed for the terms that
-depend on both L and L' (T and M of ∂(L') \\ L). Tested against dp-exhaustive on random DAGs
-(tests/test_dp.py).
+depend on both L and L' (T and M of ∂(L') \\ L). Speed, for graphs of thousands of nodes:
+
+- the per-set terms (δ±, ∂) come from sparse matrix products over all sets at once;
+- a predecessor L ⊆ L' is found by its maximal elements (one, for L_v) instead of bit masks;
+- a predecessor whose best entries are beaten outright by another's is skipped whole;
+- time-centric runs first bound eq. (1) by T(V)/16, doubling the bound until a sequence fits
+  (exact: entries above the optimum are never needed), which prunes most entries;
+- dp-approx thins each Pareto front to one entry per ``resolution * T(V)`` of eq. (1) (the
+  entry of least memory: feasibility is never lost, eq. (1) errs by at most that per stage;
+  dp-exact keeps them exact); ``time_limit`` coarsens the fronts further when the sweep would
+  overrun it, and past it keeps one entry per lower set (``plan.stats["cut_short"]`` says so);
+- ``coarsen=True`` (default from ``COARSEN_NODES`` nodes) restricts {L_v} to lower sets that
+  split no chain of cheap ops (``remat.coarsen``); eq. (1) and (2) stay the full graph's.
+
+Tested against dp-exhaustive on random DAGs (tests/test_dp.py), the coarse family and the time
+limit in tests/test_frontier.py.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+from scipy.sparse import csr_matrix
 
 from .. import canonical
+from ..coarsen import Coarsening
 from ..graph import Graph
 from ..lowerset import Poset, TooManyLowerSets
 from ..plan import Plan, infeasible
@@ -33,6 +49,9 @@ from . import register
 from .common import stage_plan, within
 
 EXACT_CAP = 30_000  # lower sets; past this the O(#L^2) sweep takes minutes
+RESOLUTION = 1e-4  # dp-approx's Pareto fronts are thinned to steps of this fraction of T(V)
+COARSEN_NODES = 2000  # dp-approx plans over coarsened lower sets (remat.coarsen) from this size
+DEFAULT_TIME_LIMIT = 60.0  # seconds for one dp-approx call; then its fronts are coarsened
 
 
 @dataclass
@@ -45,47 +64,138 @@ class _Family:
     cost: np.ndarray       # T(L)
     extra: np.ndarray      # M(δ+(L) \ L) + M(δ−(δ+(L)) \ L)
     boundary: list[np.ndarray]  # column indices of ∂(L)
-    packed: np.ndarray     # uint64 [sets, words]: membership bits, for fast subset tests
+    top: np.ndarray        # the one maximal element of L (-1: several, -2: none, i.e. L = ∅)
+    maximal: list[np.ndarray]   # column indices of the maximal elements of L
 
     @classmethod
     def build(cls, p: Poset, masks: list[int]) -> "_Family":
         masks = [0] + [m for m in masks if m]
         n = p.n
-        member = np.zeros((len(masks), n), dtype=bool)
-        for r, m in enumerate(masks):
-            member[r, [i for i in range(n) if m >> i & 1]] = True
+        member = np.stack([p.row(m) for m in masks])
         mem_of = np.asarray(p.mem_of, dtype=float)
         cost_of = np.asarray(p.cost_of, dtype=float)
+        succ = csr_matrix(p._succ, dtype=np.float32)  # succ[i, j]: j reads i
+        pred = succ.T.tocsr()
         extra = np.empty(len(masks))
-        bnd = []
-        for r, m in enumerate(masks):
-            out = p.delta_plus(m) & ~m
-            extra[r] = p.mem(out) + p.mem(p.delta_minus(p.delta_plus(m)) & ~m)
-            b = p.boundary(m)
-            bnd.append(np.array([i for i in range(n) if b >> i & 1], dtype=int))
-        words = max(1, (n + 63) // 64)
-        packed = np.array([[m >> (64 * w) & 0xFFFFFFFFFFFFFFFF for w in range(words)] for m in masks],
-                          dtype=np.uint64)
-        return cls(masks, member, member @ mem_of, member @ cost_of, extra, bnd, packed)
+        bnd: list[np.ndarray] = []
+        maximal: list[np.ndarray] = []
+        for lo in range(0, len(masks), 1024):  # δ± of many sets at once, as sparse products
+            rows = member[lo:lo + 1024]
+            plus = (pred @ rows.T.astype(np.float32)).T > 0                # δ+(L)
+            siblings = (succ @ plus.T.astype(np.float32)).T > 0            # δ−(δ+(L))
+            extra[lo:lo + len(rows)] = (plus & ~rows) @ mem_of + (siblings & ~rows) @ mem_of
+            read_outside = (succ @ (~rows).T.astype(np.float32)).T > 0     # δ−(V \ L)
+            bnd += [np.flatnonzero(b) for b in read_outside & rows]
+            read_inside = (succ @ rows.T.astype(np.float32)).T > 0         # δ−(L)
+            maximal += [np.flatnonzero(b) for b in rows & ~read_inside]
+        # L ⊆ L' iff the maximal elements of L are in L' (L is their down-closure)
+        top = np.array([x[0] if len(x) == 1 else (-2 if len(x) == 0 else -1) for x in maximal], dtype=np.int64)
+        return cls(masks, member, member @ mem_of, member @ cost_of, extra, bnd, top, maximal)
 
 
-def _pareto(a: np.ndarray, m: np.ndarray, maximize: bool) -> np.ndarray:
-    """Indices of the non-dominated (a, m) pairs: better a (min, or max) and smaller m."""
+def _pareto(a: np.ndarray, m: np.ndarray, maximize: bool, step: float = 0.0) -> np.ndarray:
+    """Indices of the non-dominated (a, m) pairs: better a (min, or max) and smaller m.
+
+    With ``step > 0`` the front is thinned to one entry per interval of width ``step`` in a,
+    the one of least m: every dropped entry has a kept one with no more memory and less than
+    ``step`` worse overhead, so what is feasible stays feasible and eq. (1) errs by less than
+    ``step`` per stage of the sequence.
+    """
     key = -a if maximize else a
-    order = np.lexsort((m, key))
-    ms = m[order]
-    best_before = np.minimum.accumulate(np.concatenate(([np.inf], ms[:-1])))
-    return order[ms < best_before]
+    # entries outside the box spanned by the best-a and the least-m entries are dominated
+    i_a, i_m = int(np.argmin(key)), int(np.argmin(m))
+    box = np.flatnonzero((m <= m[i_a]) & (key <= key[i_m]))
+    k, mm = key[box], m[box]
+    if step > 0:
+        lo = float(k.min())
+        bucket = np.floor((k - lo) / step).astype(np.int64)
+        width = int(bucket.max()) + 1
+        if width <= 4 * box.size:  # one entry per bucket without sorting: its least m
+            least = np.full(width, np.inf)
+            np.minimum.at(least, bucket, mm)
+            hit = np.flatnonzero(mm == least[bucket])
+            hit = hit[np.argsort(k[hit], kind="stable")]  # among equal m, the best a first
+            b, first = np.unique(bucket[hit], return_index=True)
+            reps = hit[first]  # ascending bucket, so ascending key
+            ms = mm[reps]
+            best_before = np.minimum.accumulate(np.concatenate(([np.inf], ms[:-1])))
+            return box[reps[ms < best_before]]
+    order = np.argsort(mm, kind="stable")
+    ks = k[order]
+    best_before = np.minimum.accumulate(np.concatenate(([np.inf], ks[:-1])))
+    front = order[ks < best_before]  # ascending m, strictly improving a
+    if step > 0 and front.size > 1:
+        bucket = np.floor(k[front] / step)
+        front = front[np.concatenate(([True], bucket[1:] != bucket[:-1]))]
+    return box[front]
 
 
-def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
+@dataclass
+class _Budget:
+    """How fine the Pareto fronts are kept, and when to coarsen them to finish in time.
+
+    ``step``: width in eq. (1) units of the intervals fronts are thinned to (0: exact).
+    ``deadline``: a ``time.perf_counter()`` instant. When the sweep, at the rate it has run since
+    the last change, would pass it, ``step`` grows eightfold (from a thousandth of T(V)); past
+    T(V), and past the deadline, each lower set keeps only its entry of least cached memory,
+    which finishes in linear time with a plan that is still feasible.
+    """
+
+    step: float = 0.0
+    deadline: float = float("inf")
+    total: float = 1.0
+    first_step: float | None = None
+    coarsened_at: tuple[int, int] | None = None   # (lower set, of how many) of the first change
+    _since: tuple[int, float] | None = None       # (lower set, time) of the last change
+    _start: float = field(default_factory=time.perf_counter)
+
+    def adjust(self, r: int, sets: int) -> None:
+        if self.deadline == float("inf") or self.step == float("inf"):
+            return
+        now = time.perf_counter()
+        if self._since is None or r < self._since[0]:  # a new sweep
+            self._since = (r, now)
+            return
+        if now > self.deadline:
+            self._coarsen(r, sets, float("inf"))
+            return
+        r0, t0 = self._since
+        if r - r0 < max(4, sets // 16):  # judge the rate on a sixteenth of the sweep at least
+            return
+        if now - self._start < 0.25 * (self.deadline - self._start):  # early rates mislead: wait
+            return
+        # the work per set grows with the set's size, so double what the recent rate predicts
+        if 2 * (now - t0) / (r - r0) * (sets - r) > self.deadline - now:
+            step = max(8 * self.step, self.total / 1024)
+            self._coarsen(r, sets, step if step < self.total else float("inf"))
+            self._since = (r, now)
+
+    def _coarsen(self, r: int, sets: int, step: float) -> None:
+        if self.coarsened_at is None:
+            self.first_step, self.coarsened_at = self.step, (r, sets)
+        self.step = step
+
+    def report(self) -> str | None:
+        """What the time limit changed, for ``plan.stats["cut_short"]``."""
+        if self.coarsened_at is None:
+            return None
+        to = "one entry per lower set" if self.step == float("inf") else f"steps of {self.step:.4g}"
+        return (f"time limit: Pareto fronts coarsened from steps of {self.first_step:.4g} to {to}, "
+                f"from lower set {self.coarsened_at[0]} of {self.coarsened_at[1]} on")
+
+
+def _run_dp(p: Poset, fam: _Family, budget: float, objective: str, control: _Budget | None = None,
+            cap: float = float("inf")):
     """Algorithm 1, pull-style over L' in ascending size.
 
     objective: "min" / "max" total overhead (eq. 1) within ``budget``; or "feasible", which
     keeps per lower set only the entry of least cached memory m: feasibility depends on m
-    alone, so this decides exactly whether any sequence fits, much faster.
+    alone, so this decides exactly whether any sequence fits, much faster. ``control`` thins
+    the Pareto fronts (see ``_Budget``); None keeps them exact. ``cap`` (objective "min"):
+    entries whose overhead exceeds it are dropped, since overhead only grows along a sequence.
     Returns the entry arrays and the index of the best entry at V (or None).
     """
+    control = control or _Budget()
     mem_of = np.asarray(p.mem_of, dtype=float)
     cost_of = np.asarray(p.cost_of, dtype=float)
     ents = _Entries()
@@ -93,20 +203,23 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
     start = np.zeros(len(fam.masks), dtype=np.int64)   # entries of set q: [start[q], start[q] + count[q])
     count = np.zeros(len(fam.masks), dtype=np.int64)
     count[0] = 1
-    words = fam.packed
+    sign = -1.0 if objective == "max" else 1.0  # key = sign * a: smaller is better
+    least_m = np.full(len(fam.masks), np.inf)  # per set: least cached memory m of its entries ...
+    key_at_least_m = np.zeros(len(fam.masks))  # ... and that entry's key
+    best_key = np.zeros(len(fam.masks))        # its best key ...
+    m_at_best = np.zeros(len(fam.masks))       # ... and that entry's m
+    least_m[0] = 0.0
     for r in range(1, len(fam.masks)):
+        control.adjust(r, len(fam.masks))
         # predecessors: proper subsets of L' (all processed already: sets are sorted by size)
         # ... and, under a finite budget, only those leaving a stage V' small enough to fit:
         # line 6 needs 2 M(V') + M(δ+...) + M(δ−(δ+...)) <= B since opt[L, t] >= 0
         close = fam.mem[:r] >= fam.mem[r] - (budget - fam.extra[r]) / 2 - 1e-9
-        rows = np.flatnonzero(close & (count[:r] > 0))
-        rows = rows[~(words[rows] & ~words[r]).any(axis=1)]
+        # ... with an entry that can fit the stage at all
+        close &= least_m[:r] + 2 * (fam.mem[r] - fam.mem[:r]) + fam.extra[r] <= budget * (1 + 1e-12) + 1e-9
+        rows = _subsets(fam, r, np.flatnonzero(close))
         if rows.size == 0:
             continue
-        counts = count[rows]
-        idx = np.repeat(start[rows] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
-        owner = np.repeat(np.arange(rows.size), counts)      # entry -> position in rows
-        e_a, e_m = ents.a[idx], ents.m[idx]
         # per predecessor set L: the terms of lines 6, 9, 10 that do not depend on the entry
         b = fam.boundary[r]
         in_prev = fam.member[np.ix_(rows, b)]                 # ∂(L') ∩ L
@@ -114,22 +227,38 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
         d_mem = mem_of[b].sum() - in_prev @ mem_of[b]        # M(∂(L') \ L)
         stage = 2 * (fam.mem[r] - fam.mem[rows]) + fam.extra[r]
         step_t = fam.cost[r] - fam.cost[rows] - d_cost       # T(V' \ ∂(L'))
+        if cap != float("inf"):
+            low = best_key[rows] + step_t <= cap
+            rows, d_mem, stage, step_t = rows[low], d_mem[low], stage[low], step_t[low]
+        if objective != "feasible" and rows.size > 1:
+            live = _undominated_sets(sign * step_t, d_mem, stage, budget, best_key[rows], m_at_best[rows],
+                                     key_at_least_m[rows], least_m[rows])
+            rows, d_mem, stage, step_t = rows[live], d_mem[live], stage[live], step_t[live]
+        counts = count[rows]
+        idx = np.repeat(start[rows] - np.cumsum(counts) + counts, counts) + np.arange(counts.sum())
+        owner = np.repeat(np.arange(rows.size), counts)      # entry -> position in rows
+        e_a, e_m = ents.a[idx], ents.m[idx]
         stage_mem = e_m + stage[owner]                       # line 6
         new_m = e_m + d_mem[owner]                           # line 10
         new_a = e_a + step_t[owner]                                        # line 9
-        cand = np.flatnonzero(stage_mem <= budget * (1 + 1e-12) + 1e-9)   # line 7
+        fits = stage_mem <= budget * (1 + 1e-12) + 1e-9                  # line 7
+        cand = np.flatnonzero(fits if cap == float("inf") else fits & (new_a <= cap))
         if cand.size == 0:
             continue
-        if objective == "feasible":
+        if objective == "feasible" or control.step == float("inf"):
             keep = cand[[np.argmin(new_m[cand])]]
         elif budget == float("inf"):
             # with no memory constraint ahead m cannot matter: keep the single best entry
             key = -new_a[cand] if objective == "max" else new_a[cand]
             keep = cand[[np.lexsort((new_m[cand], key))[0]]]
         else:
-            keep = cand[_pareto(new_a[cand], new_m[cand], maximize=objective == "max")]
+            keep = cand[_pareto(new_a[cand], new_m[cand], maximize=objective == "max", step=control.step)]
         start[r] = ents.size
         count[r] = keep.size
+        k_keep, m_keep = sign * new_a[keep], new_m[keep]
+        i, j = int(np.argmin(m_keep)), int(np.argmin(k_keep))
+        least_m[r], key_at_least_m[r] = m_keep[i], k_keep[i]
+        best_key[r], m_at_best[r] = k_keep[j], m_keep[j]
         ents.add(np.full(keep.size, r), new_a[keep], new_m[keep], idx[keep])
     full_row = len(fam.masks) - 1
     if fam.masks[full_row] != p.full or count[full_row] == 0:
@@ -137,6 +266,37 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str):
     vals = ents.a[start[full_row]:start[full_row] + count[full_row]]
     best = int(start[full_row] + (np.argmax(vals) if objective == "max" else np.argmin(vals)))
     return ents, best
+
+
+def _undominated_sets(shift: np.ndarray, d_mem: np.ndarray, stage: np.ndarray, budget: float,
+                      best_key: np.ndarray, m_at_best: np.ndarray, key_at_least_m: np.ndarray,
+                      least_m: np.ndarray) -> np.ndarray:
+    """Mask of the predecessor sets whose entries can reach the new front.
+
+    Every entry of set q lands at or beyond its ideal point (best key + shift, least m + d_mem);
+    if a real feasible entry of another set lands strictly better than that ideal point, all of
+    q's entries are dominated. The real entries used: each set's best-key and least-m ones.
+    """
+    ideal_k, ideal_m = best_key + shift, least_m + d_mem
+    fits = m_at_best + stage <= budget * (1 + 1e-12) + 1e-9
+    ref_k = np.concatenate((best_key[fits] + shift[fits], key_at_least_m + shift))
+    ref_m = np.concatenate((m_at_best[fits] + d_mem[fits], least_m + d_mem))
+    front = _pareto(ref_k, ref_m, maximize=False)
+    fk, fm = ref_k[front][None, :], ref_m[front][None, :]
+    ik, im = ideal_k[:, None], ideal_m[:, None]
+    dominated = (((fk < ik) & (fm <= im)) | ((fk <= ik) & (fm < im))).any(axis=1)
+    return ~dominated
+
+
+def _subsets(fam: _Family, r: int, rows: np.ndarray) -> np.ndarray:
+    """The sets among ``rows`` that are subsets of set r."""
+    top = fam.top[rows]
+    ok = top == -2
+    one = top >= 0
+    ok[one] = fam.member[r, top[one]]
+    for i in np.flatnonzero(top == -1):
+        ok[i] = fam.member[r, fam.maximal[rows[i]]].all()
+    return rows[ok]
 
 
 class _Entries:
@@ -179,8 +339,25 @@ def _trace(p: Poset, fam: _Family, ents: _Entries, best: int) -> list[list[str]]
     return stages
 
 
-def _family(p: Poset, exact: bool, cap: int) -> _Family:
-    return _Family.build(p, p.lower_sets(cap=cap) if exact else p.pruned_family())
+def _family(p: Poset, exact: bool, cap: int, graph: Graph | None = None) -> _Family:
+    """All lower sets, or the pruned family; given ``graph``, the pruned family restricted to
+    lower sets that split no chain of cheap ops (``remat.coarsen``)."""
+    if exact:
+        return _Family.build(p, p.lower_sets(cap=cap))
+    if graph is None:
+        return _Family.build(p, p.pruned_family())
+    coarse = Coarsening.of(graph)
+    masks = set(coarse.lower_family(p.ancestor_sets(), p.pos)) | {p.full}
+    return _Family.build(p, sorted(masks, key=lambda m: (m.bit_count(), m)))
+
+
+def _first_cap(objective: str, budget: float, total: float) -> float:
+    """Time-centric DP runs first with eq. (1) bounded by a small fraction of T(V), which prunes
+    most entries, and the bound is widened until a sequence fits. Exact: with the bound at or
+    above the optimum, the optimum is found."""
+    if objective != "min" or budget == float("inf"):
+        return float("inf")
+    return total / 16
 
 
 def _dp_min_budget(graph: Graph, exact: bool, cap: int = EXACT_CAP) -> float:
@@ -213,36 +390,58 @@ def _peak_of(p: Poset, fam: _Family, ents: "_Entries", best: int) -> float:
 
 
 def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: str,
-              cap: int = EXACT_CAP) -> Plan:
+              cap: int = EXACT_CAP, resolution: float = RESOLUTION, time_limit: float | None = None,
+              coarsen: bool | None = False) -> Plan:
     started = time.perf_counter()
+    if resolution < 0 or (time_limit is not None and not time_limit > 0):
+        raise ValueError(f"{name}: resolution must be >= 0 and time_limit > 0 seconds, "
+                         f"got {resolution!r} and {time_limit!r}")
     p = Poset.of(graph)
+    if coarsen is None:
+        coarsen = len(graph) >= COARSEN_NODES
     try:
-        fam = _family(p, exact, cap)
+        fam = _family(p, exact, cap, graph if coarsen and not exact else None)
     except TooManyLowerSets as e:
         raise ValueError(f"{name}: {e}") from None
     if mode == "memory" and budget is None:
         budget_used = _min_peak(p, fam, graph)
     else:
         budget_used = float("inf") if budget is None else float(budget)
-    ents, best = _run_dp(p, fam, budget_used, "max" if mode == "memory" else "min")
+    total = float(sum(p.cost_of)) or 1.0
+    control = _Budget(step=resolution * total, total=total,
+                      deadline=started + time_limit if time_limit is not None else float("inf"))
+    objective = "max" if mode == "memory" else "min"
+    cap = _first_cap(objective, budget_used, total)
+    while True:  # widen the bound on eq. (1) twofold until a sequence fits under it
+        ents, best = _run_dp(p, fam, budget_used, objective, control, cap=cap)
+        if best is not None or cap == float("inf"):
+            break
+        cap = cap * 2 if cap * 2 < total else float("inf")
+    stats = {"lower_sets": len(fam.masks) - 1, "resolution": resolution, "coarse_family": bool(coarsen)}
+    if control.report():
+        stats["cut_short"] = control.report()
     if best is None:
-        return infeasible(name, budget, "", mode=mode, stats={"lower_sets": len(fam.masks) - 1})
+        return infeasible(name, budget, "", mode=mode, stats=stats)
     stages = _trace(p, fam, ents, best)
-    return stage_plan(graph, stages, name, budget, started, mode=mode,
-                      lower_sets=len(fam.masks) - 1, planning_budget=budget_used)
+    return stage_plan(graph, stages, name, budget, started, mode=mode, planning_budget=budget_used, **stats)
 
 
 @register("dp-exact", min_budget=lambda g, **o: _dp_min_budget(g, exact=True, cap=o.get("cap", EXACT_CAP)))
 def solve_exact(graph: Graph, budget: float | None = None, mode: str = "time",
-                cap: int = EXACT_CAP, **options) -> Plan:
+                cap: int = EXACT_CAP, resolution: float = 0.0, time_limit: float | None = None,
+                **options) -> Plan:
     """Exact DP over all lower sets (seed 000 §4.2, Algorithm 1)."""
-    return _dp_solve(graph, budget, mode, exact=True, name="dp-exact", cap=cap)
+    return _dp_solve(graph, budget, mode, exact=True, name="dp-exact", cap=cap, resolution=resolution,
+                     time_limit=time_limit)
 
 
 @register("dp-approx", min_budget=lambda g, **o: _dp_min_budget(g, exact=False))
-def solve_approx(graph: Graph, budget: float | None = None, mode: str = "time", **options) -> Plan:
+def solve_approx(graph: Graph, budget: float | None = None, mode: str = "time",
+                 resolution: float = RESOLUTION, time_limit: float | None = DEFAULT_TIME_LIMIT,
+                 coarsen: bool | None = None, **options) -> Plan:
     """Approximate DP over the pruned lower sets {L_v} (seed 000 §4.3)."""
-    return _dp_solve(graph, budget, mode, exact=False, name="dp-approx")
+    return _dp_solve(graph, budget, mode, exact=False, name="dp-approx", resolution=resolution,
+                     time_limit=time_limit, coarsen=coarsen)
 
 
 # ---- the reference: exhaustive search (§4.1) ------------------------------------------------

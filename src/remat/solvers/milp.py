@@ -434,7 +434,9 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     a third of the time), and asks HiGHS only for schedules strictly cheaper than the best of
     them (scipy's HiGHS takes no starting solution); when none exists, that plan is returned,
     "optimal" if HiGHS proved it. ``mode`` does not change the program: milp minimises recompute
-    cost; ``stats["recompute_lower_bound"]`` is the bound HiGHS proved for the class.
+    cost; ``stats["recompute_lower_bound"]`` (also ``stats["bound"]``) is the bound HiGHS proved
+    for the class, ``stats["mip_gap"]`` its relative gap, and ``stats["cut_short"]`` says when the
+    time limit stopped it with an incumbent.
     """
     started = time.perf_counter()
     _check_options(time_limit, runs, forward_runs, backward_order)
@@ -445,7 +447,7 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     shape = {"runs": runs, "forward_runs": forward_runs}
     best, phases = None, []
     if warm_start:
-        best = _incumbent(graph, budget)
+        best = _incumbent(graph, budget, time_limit / 4)
         phases.append({"program": "auto", "cost": best and best.cost, "source": best and best.source})
         if backward_order == "free":
             left = time_limit - (time.perf_counter() - started)
@@ -459,6 +461,11 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     for key in ("recompute_lower_bound", "mip_gap", "mip_node_count", "highs_message"):
         if key in info:
             stats[key] = info[key]
+    if "recompute_lower_bound" in stats:
+        stats["bound"] = stats["recompute_lower_bound"]
+    if status == "time_limit":
+        stats["cut_short"] = (f"HiGHS stopped at the time limit ({time_limit:g} s): the plan is its "
+                              f"incumbent, not proven optimal (gap {stats.get('mip_gap')})")
     if best is None:
         msg = (f"no schedule of milp's class fits budget {budget:g} (proved by HiGHS); "
                f"remat.min_budget(graph, solver='milp') gives the least that does"
@@ -467,7 +474,8 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
                     message=msg, solve_seconds=time.perf_counter() - started, stats=stats)
     if status == "infeasible":  # with a cutoff: nothing in the class is cheaper than best
         status = "optimal"
-        stats["recompute_lower_bound"] = best.cost
+        stats["recompute_lower_bound"] = stats["bound"] = best.cost
+        stats["mip_gap"] = 0.0
     return _plan(graph, best.steps, budget, started, mode, status, "", stats)
 
 
@@ -493,12 +501,13 @@ def _program(graph: Graph, budget: float, fixed: bool, shape: dict, best: _Best 
     return status, best, info
 
 
-def _incumbent(graph: Graph, budget: float) -> _Best | None:
-    """The best plan of the fast solvers (``auto``) whose simulated peak fits, if any."""
+def _incumbent(graph: Graph, budget: float, time_limit: float) -> _Best | None:
+    """The best plan of the fast solvers (``auto``, within ``time_limit`` seconds) whose
+    simulated peak fits, if any."""
     from . import get  # the registry is complete by the time a solver runs
 
     try:
-        plan = get("auto").fn(graph, budget, mode="time", problem="training")
+        plan = get("auto").fn(graph, budget, mode="time", problem="training", time_limit=time_limit)
     except ValueError:  # auto not installed in this build
         return None
     if not plan.feasible or not plan.schedule:

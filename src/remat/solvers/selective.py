@@ -1,0 +1,366 @@
+"""``selective``: keep the expensive values, recompute the cheap ones from them.
+
+Selective activation checkpointing (torch.compile's knapsack partitioner, JAX's
+``save_only_these_names``) as a solver: a kept set K, and every forward value the backward
+reads that is not in K is recomputed in the backward from K and the graph's inputs
+(``schedule.from_kept``). The plan is judged as the runtime runs it: ``executed(graph, kept)``
+is ``runtime.predict``'s composition (from_kept, then ``schedule.executable``, then the
+simulator) without torch, so ``plan.peak`` and ``plan.feasible`` are the simulated peak of the
+schedule that will run (DESIGN.md, "One truth").
+
+Why a greedy: the recompute cost of a kept set is additive. Starting from "keep what the
+backward reads" (the vanilla step), the values that are *held* (read by a backward step, or by
+a recomputation) are what costs memory between forward and backward. Dropping a held value u
+costs exactly cost(u) more recomputation (its inputs are kept or already recomputed) and saves
+mem(u), less the inputs of u that become held for it; or, as one move, u together with the
+unheld ancestors it needs, back to held values. Moves are taken in order of bytes saved per unit
+of recompute cost (a knapsack by ratio, re-evaluated lazily as values become held): pointwise
+ops (one flop per element) go long before matmul and attention outputs. The order is fixed
+whatever the budget; the plan at a budget is the shortest prefix of moves whose executed
+schedule simulates within it, found with a handful of simulations (gallop, then bisection),
+then the costliest moves of that prefix are undone while the peak still fits. So a larger
+budget never gets a costlier plan than a smaller one along the order, and low budgets are
+reached by dropping matmul outputs too.
+
+``graph.pinned`` (values that must never be recomputed: random ops) are always kept.
+
+Tested in tests/test_selective.py: the matmul-keeping plan on a hand-sized chain, feasible =
+simulated peak within budget on random DAGs, monotone in the budget.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from .. import schedule
+from ..graph import Graph
+from ..plan import Plan, Step, infeasible
+from ..simulate import ScheduleError, Simulation, simulate_training
+from . import register
+from .common import within
+
+CLOSURE_CAP = 32  # nodes a single move may recompute together (u and its unheld ancestors)
+
+
+def pinned(graph: Graph) -> frozenset[str]:
+    """Values the runtime never recomputes (``graph.pinned``, set by capture for random ops)."""
+    return frozenset(getattr(graph, "pinned", ()) or ())
+
+
+def executed(graph: Graph, kept: Iterable[str]) -> tuple[list[Step], Simulation]:
+    """The schedule the runtime executes for a kept set, and its simulation (``runtime.predict``
+    for a kept set, without importing torch)."""
+    steps = schedule.executable(graph, schedule.from_kept(graph, set(kept) | pinned(graph)))
+    assert steps is not None, "from_kept's backward order is autograd's"
+    return steps, simulate_training(graph, steps)
+
+
+def backward_reads(graph: Graph) -> set[str]:
+    """Values some backward step reads: what the vanilla step holds between forward and backward."""
+    return {u for v in graph.order for u in graph[v].saved}
+
+
+# ---- the order of moves ---------------------------------------------------------------------
+
+@dataclass
+class Move:
+    """Drop ``nodes`` (recompute them in the backward); ``held`` become held for them."""
+
+    nodes: tuple[str, ...]
+    held: tuple[str, ...]
+    cost: float
+    gain: float
+
+
+@dataclass
+class _State:
+    graph: Graph
+    keep: set[str]                 # values available in the backward without recomputation
+    held: set[str]                 # kept values something in the backward reads
+    fixed: frozenset[str]          # never dropped (pinned)
+    moves: list[Move] = field(default_factory=list)
+
+    def best_move(self, u: str) -> Move | None:
+        """The better (bytes per cost) of dropping u alone and dropping it with its unheld ancestors."""
+        g = self.graph
+        new = tuple(x for x in g[u].inputs if x in self.keep and x not in self.held)
+        single = Move((u,), new, g[u].cost, g[u].mem - g.mem(new))
+        best = single if single.gain > 0 else None
+        if new:
+            group, stack = [u], list(new)
+            seen = set(new)
+            while stack and len(group) <= CLOSURE_CAP:
+                x = stack.pop()
+                if x in self.fixed:
+                    group = []
+                    break
+                group.append(x)
+                for y in g[x].inputs:
+                    if y in self.keep and y not in self.held and y not in seen:
+                        seen.add(y)
+                        stack.append(y)
+            if group and not stack:
+                closure = Move(tuple(group), (), g.cost(group), g[u].mem)
+                if best is None or _ratio(closure) > _ratio(best):
+                    best = closure
+        return best
+
+    def apply(self, move: Move) -> None:
+        self.keep.difference_update(move.nodes)
+        self.held.difference_update(move.nodes)
+        self.held.update(move.held)
+        self.moves.append(move)
+
+
+def _ratio(m: Move) -> float:
+    return math.inf if m.cost <= 0 else m.gain / m.cost
+
+
+def drop_order(graph: Graph) -> tuple[set[str], list[Move]]:
+    """The held values of the vanilla step and the greedy sequence of moves (module docstring)."""
+    fixed = pinned(graph)
+    held = backward_reads(graph)
+    st = _State(graph, set(graph.order), set(held), fixed)
+    heap: list[tuple[float, float, int, str]] = []
+    index = graph.index
+
+    def push(u: str) -> None:
+        if u in st.held and u not in fixed:
+            m = st.best_move(u)
+            if m is not None:
+                heapq.heappush(heap, (-_ratio(m), -m.gain, index[u], u))
+
+    for u in graph.order:
+        push(u)
+    while heap:
+        neg_ratio, neg_gain, _, u = heapq.heappop(heap)
+        if u not in st.held:
+            continue
+        m = st.best_move(u)
+        if m is None:
+            continue
+        if (-_ratio(m), -m.gain) != (neg_ratio, neg_gain):  # stale: ratios moved since pushed
+            heapq.heappush(heap, (-_ratio(m), -m.gain, index[u], u))
+            continue
+        st.apply(m)
+        for x in m.held:  # newly held: a candidate, and its consumers' moves got cheaper in memory
+            push(x)
+            for w in graph.succ[x]:
+                push(w)
+    return held, st.moves
+
+
+# ---- the solver -----------------------------------------------------------------------------
+
+class _Search:
+    """Simulations of prefixes of the move order, memoized, with a deadline."""
+
+    def __init__(self, graph: Graph, held: set[str], moves: list[Move], deadline: float):
+        self.g, self.held, self.moves, self.deadline = graph, held, moves, deadline
+        self.sims: dict[int, tuple[set[str], list[Step], Simulation]] = {}
+        self.cut_short = ""
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() > self.deadline
+
+    def at(self, k: int) -> Simulation:
+        if k not in self.sims:
+            kept = kept_of(self.g, self.held, self.moves[:k])
+            self.sims[k] = (kept, *executed(self.g, kept))
+        return self.sims[k][2]
+
+    def fits(self, k: int, budget: float) -> bool:
+        return within(self.at(k).peak, budget)
+
+    def smallest_fitting(self, budget: float) -> int | None:
+        """Least k whose prefix fits, or None: from the prefix whose estimated savings cover the
+        excess over the budget, a gallop down or up to a bracket, then bisection; if no prefix
+        fits on the way up (the peak is not monotone along the order), the fixed probes."""
+        n = len(self.moves)
+        if self.fits(0, budget):
+            return 0
+        excess, saved, k0 = self.at(0).peak - budget, 0.0, n
+        for i, m in enumerate(self.moves):
+            saved += m.gain
+            if saved >= excess:
+                k0 = i + 1
+                break
+        lo, hi = 0, None
+        if self.fits(k0, budget):
+            hi, step = k0, 1
+            while hi - step > lo and not self.out_of_time():
+                if not self.fits(hi - step, budget):
+                    lo = hi - step
+                    break
+                hi, step = hi - step, step * 2
+        else:
+            lo, step = k0, 1
+            while lo < n and not self.out_of_time():
+                k = min(n, lo + step)
+                if self.fits(k, budget):
+                    hi = k
+                    break
+                lo, step = k, step * 2
+        if hi is None:  # not monotone: any probe that fits
+            for k in _probes(n):
+                if self.out_of_time():
+                    self.cut_short = "search for a fitting prefix stopped at the time limit"
+                    return None
+                if self.fits(k, budget):
+                    lo, hi = max((j for j in self.sims if j < k and not self.fits(j, budget)), default=0), k
+                    break
+        if hi is None:
+            return None
+        while hi - lo > 1:
+            if self.out_of_time():
+                self.cut_short = "bisection of the move order stopped at the time limit"
+                break
+            mid = (lo + hi) // 2
+            if self.fits(mid, budget):
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+
+def _grid(n: int, points: int) -> list[int]:
+    return sorted({round(n * i / points) for i in range(1, points + 1)})
+
+
+def _probes(n: int) -> list[int]:
+    """Every prefix ``smallest_fitting`` may test before bisecting, whatever the budget: 0, the
+    gallop's 1, 3, 7, ... and the scan's grid. The least peak among them is the min budget."""
+    gallop, k = [], 1
+    while k < n:
+        gallop.append(k)
+        k = 2 * k + 1
+    return sorted({0, n, *gallop, *_grid(n, 24)})
+
+
+def _min_budget(graph: Graph, **options) -> float:
+    """Least budget ``selective`` meets: every budget at or above it finds a prefix that fits."""
+    held, moves = drop_order(graph)
+    search = _Search(graph, held, moves, math.inf)
+    return min(search.at(k).peak for k in _probes(len(moves)))
+
+
+@register("selective", min_budget=_min_budget)
+def solve(graph: Graph, budget: float | None = None, mode: str = "time",
+          time_limit: float | None = None, undo: int = 4, **options) -> Plan:
+    """Selective recomputation: keep matmul-like values, recompute cheap ones (knapsack by ratio)."""
+    started = time.perf_counter()
+    deadline = started + (time_limit if time_limit is not None else math.inf)
+    held, moves = drop_order(graph)
+    search = _Search(graph, held, moves, deadline)
+    stats = {"moves": len(moves)}
+    if budget is None:
+        k = 0
+    else:
+        k = search.smallest_fitting(float(budget))
+    if k is None:
+        low = min(search.sims, key=lambda j: search.sims[j][2].peak)
+        kept, steps, sim = search.sims[low]
+        plan = infeasible("selective", budget, f"no prefix of the selective order fits budget {budget:g}; "
+                          f"the lowest simulated peak found is {sim.peak:g}",
+                          schedule=steps, kept=[v for v in graph.order if v in kept], peak=sim.peak,
+                          recompute_cost=sim.recompute_cost, mode=mode, stats=stats)
+        if search.cut_short or search.out_of_time():
+            plan.stats["cut_short"] = search.cut_short or "search stopped at the time limit"
+        plan.solve_seconds = time.perf_counter() - started
+        return plan
+    kept, steps, sim = search.sims[k] if k in search.sims else (set(held), *executed(graph, held))
+    if budget is not None and k > 0:
+        kept, steps, sim, undone = _undo_costliest(graph, kept, moves[:k], float(budget), undo, search)
+        stats["undone"] = undone
+    stats.update(prefix=k, simulations=len(search.sims))
+    if search.cut_short:
+        stats["cut_short"] = search.cut_short
+    return Plan(solver="selective", budget=budget, feasible=within(sim.peak, budget), schedule=steps,
+                kept=[v for v in graph.order if v in kept], peak=sim.peak, recompute_cost=sim.recompute_cost,
+                solve_seconds=time.perf_counter() - started, mode=mode,
+                stats={"simulated_peak": sim.peak, **stats})
+
+
+def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: float, tries: int,
+                    search: _Search) -> tuple[set[str], list[Step], Simulation, int]:
+    """Keep again the values of the costliest moves of the prefix while the peak still fits.
+
+    Moves whose values are recomputed before the peak step are tried first: what they save ends
+    before the peak (the last layer's values, read by the first backward steps), so undoing them
+    often costs no peak. Each trial is the prefix without the move (``kept_of`` keeps it
+    consistent), simulated."""
+    steps, sim = search.sims[len(prefix)][1:] if len(prefix) in search.sims else executed(graph, kept)
+    undone = 0
+    first: dict[str, int] = {}
+    seen: set[str] = set()
+    for i, (kind, v) in enumerate(steps):
+        if kind == "fwd":
+            if v in seen:
+                first.setdefault(v, i)
+            seen.add(v)
+    early = [i for i, m in enumerate(prefix) if all(first.get(v, len(steps)) < sim.peak_step for v in m.nodes)]
+    order = sorted(early, key=lambda i: -prefix[i].cost)
+    order += sorted(set(range(len(prefix))) - set(early), key=lambda i: -prefix[i].cost)
+    skip: set[int] = set()
+    for i in order[:tries]:
+        if search.out_of_time():
+            search.cut_short = search.cut_short or "undo pass stopped at the time limit"
+            break
+        if prefix[i].cost <= 0:
+            continue
+        trial = kept_of(graph, search.held, [m for j, m in enumerate(prefix) if j != i and j not in skip])
+        t_steps, t_sim = executed(graph, trial)
+        if within(t_sim.peak, budget) and t_sim.recompute_cost < sim.recompute_cost:
+            kept, steps, sim = trial, t_steps, t_sim
+            skip.add(i)
+            undone += 1
+    return kept, steps, sim, undone
+
+
+def kept_of(graph: Graph, held: set[str], moves: list[Move]) -> set[str]:
+    """Held values after applying ``moves``, where a node some kept move still needs as input
+    stays held (so dropping a subset of the order stays consistent)."""
+    dropped: set[str] = set()
+    for m in moves:
+        dropped.update(m.nodes)
+    out = {v for v in held if v not in dropped}
+    for m in moves:
+        out.update(x for x in m.held if x not in dropped)
+    # a dropped node's inputs that are neither kept nor dropped must be held for its recomputation
+    for v in dropped:
+        out.update(x for x in graph[v].inputs if x not in dropped)
+    return out
+
+
+def predict(graph: Graph, plan: Plan) -> tuple[list[Step], Simulation]:
+    """The schedule the runtime executes for a plan and its simulation: of the plan's kept set
+    lowered lazily and its own schedule (where the runtime can follow it, and it recomputes no
+    pinned value), the one of lower peak, then lower recompute cost (``runtime.predict``
+    without torch)."""
+    best = executed(graph, plan.kept)
+    own = schedule.executable(graph, plan.schedule) if plan.problem == "training" and plan.schedule else None
+    fixed = pinned(graph)
+    if own is not None and fixed and _recomputes(own, fixed):
+        own = None
+    if own is not None:
+        try:
+            sim = simulate_training(graph, own)
+        except ScheduleError:  # reads a value only a step the runtime never sees would have needed
+            return best
+        if (sim.peak, sim.recompute_cost) < (best[1].peak, best[1].recompute_cost):
+            best = (own, sim)
+    return best
+
+
+def _recomputes(steps: list[Step], values: frozenset[str]) -> bool:
+    seen: set[str] = set()
+    for kind, v in steps:
+        if kind == "fwd":
+            if v in seen and v in values:
+                return True
+            seen.add(v)
+    return False

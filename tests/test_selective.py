@@ -1,0 +1,126 @@
+"""The ``selective`` solver: golden answers on a matmul chain, the shared checker's properties on
+random DAGs (plan.peak and plan.feasible are the executed schedule's simulated peak), monotone
+recompute cost in the budget, pinned values, and the time limit."""
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+import remat
+from remat import schedule, simulate
+from remat.solvers import selective
+from remat.solvers.selective import drop_order, executed, predict
+from strategies import dags, residual
+
+SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def mlp_chain(layers: int = 4) -> remat.Graph:
+    """x -> [mm_i (cost 100) -> act_i (cost 2)] * layers -> head (mm) -> loss; sizes 2 (loss 1)."""
+    g = remat.Graph(name="mlp-chain")
+    g.add_node("x", 2, 1, op="embedding")
+    prev = "x"
+    for i in range(1, layers + 1):
+        g.add_node(f"mm{i}", 2, 100, [prev], op="mm")
+        g.add_node(f"act{i}", 2, 2, [f"mm{i}"], op="silu")
+        prev = f"act{i}"
+    g.add_node("head", 2, 100, [prev], op="mm")
+    g.add_node("loss", 1, 1, ["head"], op="nll_loss_forward", bwd_uses=["head"])
+    return g
+
+
+def vanilla_peak(g: remat.Graph) -> float:
+    return simulate(g, schedule.vanilla(g)).peak
+
+
+def test_keeps_the_matmul_outputs_and_recomputes_the_cheap_ops():
+    g = mlp_chain()
+    assert vanilla_peak(g) == 24
+    plan = remat.solve(g, 16, solver="selective")
+    # every matmul output kept; x and act1..3 recomputed (1 + 3 * 2). act4 stays: the first
+    # backward step (head's) reads it, so dropping it would not lower the peak
+    assert plan.kept == ["mm1", "mm2", "mm3", "mm4", "act4", "head"]
+    assert plan.feasible and plan.peak == 16 and plan.recompute_cost == 7
+    # keeping only the matmul outputs reaches the same peak at a higher cost
+    _, only_mm = executed(g, ["mm1", "mm2", "mm3", "mm4", "head"])
+    assert only_mm.peak == 16 and only_mm.recompute_cost == 9
+
+
+@pytest.mark.parametrize("budget, kept, cost", [
+    (24, ["x", "mm1", "act1", "mm2", "act2", "mm3", "act3", "mm4", "act4", "head"], 0),
+    (22, ["mm1", "act1", "mm2", "act2", "mm3", "act3", "mm4", "act4", "head"], 1),
+    (20, ["mm1", "mm2", "act2", "mm3", "act3", "mm4", "act4", "head"], 3),
+    (14, ["mm2", "mm3", "mm4", "act4", "head"], 107),  # below 16 a matmul output has to go
+])
+def test_golden_plans_along_the_budget(budget, kept, cost):
+    plan = remat.solve(mlp_chain(), budget, solver="selective")
+    assert plan.feasible and plan.kept == kept and plan.recompute_cost == cost
+
+
+def test_drop_order_puts_pointwise_before_matmul():
+    g = mlp_chain()
+    held, moves = drop_order(g)
+    assert held == {"x", "mm1", "act1", "mm2", "act2", "mm3", "act3", "mm4", "act4", "head"}
+    dropped = [v for m in moves for v in m.nodes]
+    assert set(dropped[:5]) == {"x", "act1", "act2", "act3", "act4"}
+
+
+def test_below_the_floor_is_an_infeasible_plan_with_a_schedule():
+    g = mlp_chain()
+    plan = remat.solve(g, 10, solver="selective")
+    assert not plan.feasible and plan.schedule and plan.peak > 10
+    assert "no prefix" in plan.message
+
+
+def test_recompute_cost_is_monotone_in_the_budget():
+    for g in (mlp_chain(6), residual(6)):
+        top = vanilla_peak(g)
+        costs = []
+        for b in range(int(top), 0, -1):
+            plan = remat.solve(g, b, solver="selective")
+            if plan.feasible:
+                costs.append(plan.recompute_cost)
+        assert costs == sorted(costs)
+
+
+@SETTINGS
+@given(g=dags(max_nodes=9), frac=st.floats(0.2, 1.2))
+def test_peak_and_feasible_are_the_executed_schedules(g, frac):
+    budget = round(frac * vanilla_peak(g))
+    plan = remat.solve(g, budget, solver="selective", mode="memory")  # mode is accepted, unused
+    steps, sim = executed(g, plan.kept)
+    assert plan.schedule == steps
+    assert plan.peak == sim.peak == simulate(g, plan).peak
+    assert plan.recompute_cost == sim.recompute_cost
+    assert plan.feasible == (sim.peak <= budget)
+    assert predict(g, plan)[1].peak == plan.peak  # what the runtime runs is this schedule
+
+
+@SETTINGS
+@given(g=dags(max_nodes=8))
+def test_min_budget_is_feasible_and_every_budget_above_it(g):
+    low = remat.min_budget(g, solver="selective")
+    assert remat.solve(g, low, solver="selective").feasible
+    top = vanilla_peak(g)
+    for b in range(int(low) + 1, int(top) + 1):
+        assert remat.solve(g, b, solver="selective").feasible
+
+
+def test_pinned_values_are_never_recomputed():
+    g = mlp_chain()
+    g.pinned = frozenset({"act2"})  # e.g. a dropout draw: capture pins it
+    plan = remat.solve(g, 16, solver="selective")
+    assert "act2" in plan.kept
+    forwards = [v for kind, v in plan.schedule if kind == "fwd"]
+    assert forwards.count("act2") == 1
+
+
+def test_time_limit_returns_a_plan_and_says_what_was_cut_short():
+    g = residual(40)
+    plan = selective.solve(g, 0.5 * vanilla_peak(g), time_limit=1e-9)
+    assert plan.schedule and "cut_short" in plan.stats
+    assert plan.feasible == (simulate(g, plan).peak <= 0.5 * vanilla_peak(g))
+
+
+def test_no_budget_recomputes_nothing():
+    plan = remat.solve(mlp_chain(), None, solver="selective")
+    assert plan.feasible and plan.recompute_cost == 0
