@@ -116,7 +116,8 @@ class Planner:
                     f"(torch._dynamo.explain(model)(inputs) lists them), or give a percentage budget, "
                     f"which applies to each graph's own peak")
             target = left
-        if target >= vanilla:  # nothing to recompute: the plain step
+        whole = relative and parse_budget(self.budget, 1.0) >= 1.0 and self.planning_budget is None  # "100%"
+        if target >= vanilla or whole:  # nothing to recompute: the plain step
             choice = plan_within(graph, target, "none", self.mode, base=base)
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
         else:
