@@ -41,12 +41,11 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from . import schedule
 from .capture import Output, Program, Step, register_outputs, signature
 from .graph import Graph
 from .plan import Plan
 from .plan import Step as ScheduleStep
-from .simulate import ScheduleError, Simulation, simulate
+from .simulate import Simulation
 
 
 def executed_schedule(graph: Graph, plan: Plan | list[str] | set[str]) -> list[ScheduleStep]:
@@ -66,36 +65,10 @@ def predict(graph: Graph, plan: Plan | list[str] | set[str]) -> Simulation:
 
 
 def _executed(graph: Graph, plan: Plan | list[str] | set[str]) -> tuple[list[ScheduleStep], Simulation]:
-    # values that must never be recomputed (random ops whose draws the compiled code cannot replay)
-    pinned = getattr(graph, "pinned", frozenset())
-    kept = set(plan.kept if isinstance(plan, Plan) else plan) | set(pinned)
-    lazy = schedule.executable(graph, schedule.from_kept(graph, kept))
-    assert lazy is not None, "from_kept's backward order is autograd's"
-    best = (lazy, simulate(graph, lazy))
-    own = None
-    if isinstance(plan, Plan) and plan.problem == "training" and plan.schedule:
-        own = schedule.executable(graph, plan.schedule)
-    if own is not None and pinned and _recomputes(own, pinned):
-        own = None
-    if own is not None:
-        try:
-            sim = simulate(graph, own)
-        except ScheduleError:  # reads a value only a step the runtime never sees would have needed
-            return best
-        if (sim.peak, sim.recompute_cost) < (best[1].peak, best[1].recompute_cost):
-            best = (own, sim)
-    return best
+    """One definition, torch-free, shared with the solvers that judge plans as executed."""
+    from .solvers.selective import executed, predict as executed_plan
 
-
-def _recomputes(steps: list[ScheduleStep], values: frozenset[str] | set[str]) -> bool:
-    """Whether ``steps`` compute any of ``values`` more than once."""
-    seen: set[str] = set()
-    for kind, v in steps:
-        if kind == "fwd":
-            if v in seen and v in values:
-                return True
-            seen.add(v)
-    return False
+    return executed_plan(graph, plan) if isinstance(plan, Plan) else executed(graph, plan)
 
 
 @dataclass
