@@ -23,10 +23,8 @@ from remat.measure import default_loss, measure
 
 def _mlp() -> tuple[nn.Module, tuple]:
     torch.manual_seed(0)
-    layers: list[nn.Module] = [nn.Linear(16, 64)]
-    for _ in range(5):
-        layers += [nn.LayerNorm(64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 64)]
-    return nn.Sequential(*layers, nn.Linear(64, 4)), (torch.randn(32, 16),)
+    blocks = [nn.Sequential(nn.LayerNorm(64), nn.GELU(), nn.Dropout(0.1), nn.Linear(64, 64)) for _ in range(5)]
+    return nn.Sequential(nn.Linear(16, 64), *blocks, nn.Linear(64, 4)), (torch.randn(32, 16),)
 
 
 def _bn_cnn() -> tuple[nn.Module, tuple]:
@@ -70,18 +68,11 @@ def _step(model: nn.Module, inputs, autocast: bool, seed: int = 1) -> torch.Tens
 BUILDERS = {"mlp-dropout": _mlp, "bn-cnn": _bn_cnn, "hf-gpt2": lambda: _hf("gpt2"), "hf-llama": lambda: _hf("llama")}
 
 
-CPU_BF16_DROPOUT = pytest.mark.xfail(strict=True, reason=(
-    "known gap: on the CPU eager F.dropout takes ATen's unfused path (noise in the input's dtype), "
-    "AOTAutograd's trace the fused native_dropout (scale in float): under bf16 the gradients differ "
-    "by up to 1% relative; on CUDA eager runs the fused op too"))
-
-
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 @pytest.mark.parametrize("name", list(BUILDERS))
-def test_gradients_equal_eager(name, autocast, request):
-    if autocast and name in ("mlp-dropout", "hf-gpt2"):
-        request.applymarker(CPU_BF16_DROPOUT)
-    """torch.equal to eager: outputs, every parameter gradient, BatchNorm statistics (moved once)."""
+def test_gradients_equal_eager(name, autocast):
+    """torch.equal to eager: outputs, every parameter gradient, BatchNorm statistics (moved once);
+    dropout under bf16 included (remat.compiled.eager_ops traces it as eager runs it on the CPU)."""
     model, inputs = BUILDERS[name]()
     ref = copy.deepcopy(model)
     ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
@@ -100,7 +91,7 @@ def test_gradients_equal_eager(name, autocast, request):
 
 def test_autocast_state_is_part_of_the_key():
     """Planned in fp32, then trained under autocast: a second plan for that state, exact too."""
-    model, inputs = _bn_cnn()  # no dropout: see CPU_BF16_DROPOUT
+    model, inputs = _mlp()  # dropout included
     ref = copy.deepcopy(model)
     module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
     with pytest.warns(UserWarning, match="new input signature or autocast state"):
@@ -119,22 +110,62 @@ def test_hf_cache_output_is_dropped_and_reported():
         assert module.step.flat.dropped == ["past_key_values"]
 
 
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
+def test_dropout_recomputed_from_the_saved_generator_state(autocast):
+    """A plan that recomputes dropout draws them again from the generator state saved before the
+    forward's draw (``run_and_save_rng_state`` / ``run_with_rng_state``): the same masks, so
+    gradients equal eager's, and the states are in the measured peak as in the prediction."""
+    model, _ = _mlp()
+    inputs = (torch.randn(512, 16),)
+    ref = copy.deepcopy(model)
+    ctx = torch.autocast("cpu", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
+    with ctx:
+        step = compile_step(model, inputs, {}, Planner("60%", solver="chen-greedy"))
+    states = [s for s in step.planned.split.saved if s.endswith("_rng_state")]
+    assert states, "the plan must recompute a dropout draw to test anything"
+    replays = [n for n in step.planned.split.backward.graph.nodes if n.target is torch._prims.rng_prims.run_with_rng_state]
+    assert len(replays) >= len(states)
+    torch.manual_seed(3)
+    with ctx:
+        out = run(step, inputs, {})
+    default_loss(out).backward()
+    loss_ref = _step(ref, inputs, autocast, seed=3)
+    assert torch.equal(default_loss(out).detach(), loss_ref)
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    after = torch.rand(1)  # the step leaves the generator where eager leaves it
+    torch.manual_seed(3)
+    with ctx:
+        default_loss(ref(*inputs))
+    assert torch.equal(after, torch.rand(1))
+
+
 def _solvers() -> list[str]:
     skip = {"auto", "dp-exhaustive"}  # auto: covered above; exhaustive: tiny graphs only
     return [s for s in remat.solvers.names("training") if s not in skip]
 
 
+@pytest.fixture
+def quick_milp(monkeypatch):
+    """MILP's incumbent within a few seconds: what is tested here is the code, not optimality."""
+    import remat.solvers.milp as milp
+
+    monkeypatch.setattr(milp, "DEFAULT_TIME_LIMIT", 4.0)
+
+
 @pytest.mark.parametrize("solver", _solvers())
-def test_every_solver_runs_through_the_generated_code(solver):
-    """Gradients exact and the measured peak (live storage) close to the prediction."""
+def test_every_solver_runs_through_the_generated_code(solver, quick_milp):
+    """Gradients exact and the measured peak (live storage) within 2% of the prediction."""
     model, inputs = _mlp()
     ref = copy.deepcopy(model)
-    planner = Planner("60%", solver=solver)
-    try:
-        step = compile_step(model, inputs, {}, planner)
-    except ValueError as e:  # a solver that cannot reach 60% here (or blocks: no repeated module) says so
-        pytest.skip(str(e)[:120])
-    predicted = step.planned.prediction.peak
+    for budget in ("60%", "75%", "90%", "100%"):  # the first this solver reaches here
+        try:
+            step = compile_step(model, inputs, {}, Planner(budget, solver=solver))
+            break
+        except ValueError as e:  # below the solver's floor (blocks: no repeated module) says so
+            reason = str(e)[:160]
+    else:
+        pytest.skip(reason)
+    predicted = step.planned.peak
 
     class Wrapped(nn.Module):
         def __init__(self) -> None:
@@ -145,7 +176,7 @@ def test_every_solver_runs_through_the_generated_code(solver):
             return run(step, (x,), {})
 
     measured = measure(Wrapped(), inputs, method="tracker", warmup=0).peak
-    assert abs(measured - predicted) <= 0.10 * predicted, (measured, predicted)
+    assert abs(measured - predicted) <= 0.02 * predicted, (measured, predicted)
     for p in model.parameters():
         p.grad = None
     torch.manual_seed(2)
@@ -155,20 +186,32 @@ def test_every_solver_runs_through_the_generated_code(solver):
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
 
 
-@pytest.mark.parametrize("solver", ["twremat", "milp"])
-def test_schedules_that_recompute_a_value_several_times(solver):
+@pytest.mark.parametrize("name", ["hf-gpt2", "hf-llama"])
+def test_generated_code_peak_is_the_measured_peak(name):
+    """The peak predicted from the generated graphs (``codepeak``) is the measured one (within
+    2%), also where the planning graph does not model every backward temporary (HF losses), and
+    the planner re-plans until that peak is within the budget."""
+    model, inputs = BUILDERS[name]()
+    module = remat.optimize(model, inputs, "60%", solver="selective", verify=False)
+    planned = module.step.planned
+    measured = measure(module, inputs, method="tracker", warmup=0).peak
+    assert abs(measured - planned.peak) <= 0.02 * planned.peak, (measured, planned.peak, planned.prediction.peak)
+    assert planned.peak <= planned.budget * 1.005
+
+
+@pytest.mark.parametrize("solver,depth", [("twremat", 32), ("milp", 12)])
+def test_schedules_that_recompute_a_value_several_times(solver, depth, quick_milp):
     """A value computed three or more times becomes that many nodes of the backward graph."""
     torch.manual_seed(0)
-    model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(12)])
+    model = nn.Sequential(*[nn.Sequential(nn.Linear(32, 32), nn.Tanh()) for _ in range(depth)])
     x = torch.randn(64, 32)
     ref = copy.deepcopy(model)
-    step = compile_step(model, (x,), {}, Planner("55%", solver=solver))
+    step = compile_step(model, (x,), {}, Planner("30%", solver=solver))
     counts: dict[str, int] = {}
     for kind, v in step.planned.steps:
         if kind == "fwd":
             counts[v] = counts.get(v, 0) + 1
-    if max(counts.values()) < 3:
-        pytest.skip(f"{solver}'s plan recomputes each value at most once here")
+    assert max(counts.values()) >= 3, "the schedule must compute some value three times to test anything"
     assert step.planned.split.recomputed == sum(c - 1 for c in counts.values())
     assert step.planned.split.unplanned == 0
     run(step, (x,), {}).sum().backward()
@@ -194,6 +237,17 @@ def test_backend(compiler):
             assert torch.equal(p.grad, q.grad)
         else:  # inductor fuses and reorders arithmetic, as torch.compile at budget 1.0 does
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
+def test_backend_eager_dropout_is_exact(autocast):
+    """fx codegen through torch.compile: dropout masks and bf16 roundings as eager's."""
+    torch._dynamo.reset()
+    model, (x,) = _mlp()
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, backend=remat.backend(budget="60%", solver="chen-greedy", compiler="eager"))
+    assert torch.equal(_step(compiled, (x,), autocast), _step(ref, (x,), autocast))
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
 
 
 def test_backend_rejects_bad_arguments():

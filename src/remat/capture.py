@@ -36,6 +36,7 @@ byte sizes and saved tensors on small modules (tests/test_capture.py).
 
 from __future__ import annotations
 
+import contextlib
 import statistics
 import time
 import traceback
@@ -50,13 +51,11 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from torch.func import functional_call, functionalize
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from . import progress
+from .errors import CaptureError, InputError
 from .graph import Graph
 
 COSTS = ("flops", "profile", "paper")
-
-
-class CaptureError(ValueError):
-    """The model cannot be traced; the message names the op and what to do."""
 
 
 @dataclass(frozen=True)
@@ -122,7 +121,8 @@ def capture(model: nn.Module, example_inputs: Any, cost: str = "flops", name: st
 def trace(model: nn.Module, example_inputs: Any, cost: str = "flops", name: str | None = None) -> Program:
     """Trace ``model`` and build both the Graph and the Program the runtime executes."""
     if cost not in COSTS:
-        raise ValueError(f"unknown cost {cost!r}: use one of {', '.join(COSTS)}")
+        raise InputError(f"unknown cost {cost!r}: use one of {', '.join(COSTS)}")
+    check_model(model, example_inputs, "remat.capture")
     args, kwargs = split_inputs(example_inputs)
     params = dict(model.named_parameters())
     buffers = dict(model.named_buffers())
@@ -178,31 +178,92 @@ def signature(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
 
 def _make_fx(fn: Callable, flat: list[torch.Tensor], label: str) -> torch.fx.GraphModule:
     try:
-        gm0 = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat)
-        return make_fx(functionalize(gm0, remove="mutations"), tracing_mode="fake",
-                       _allow_non_fake_inputs=True)(*flat)
-    except CaptureError:
+        # quiet: torch logs a failed meta kernel's traceback before raising it
+        with quiet_torch_logs(), progress.task(f"capturing {label} on fake tensors"):
+            gm0 = make_fx(fn, tracing_mode="fake", _allow_non_fake_inputs=True)(*flat)
+            return make_fx(functionalize(gm0, remove="mutations"), tracing_mode="fake",
+                           _allow_non_fake_inputs=True)(*flat)
+    except (CaptureError, InputError):
         raise
     except Exception as e:  # noqa: BLE001 - every tracing failure becomes one clear message
         raise _explain(e, label) from e
 
 
-def _explain(e: Exception, label: str) -> CaptureError:
+# loggers that print an internal traceback for a failure that is then raised (and explained)
+_NOISY_LOGGERS = ("torch._subclasses.fake_tensor", "torch.fx.experimental.proxy_tensor",
+                  "torch.fx.experimental.symbolic_shapes", "torch._functorch", "torch._dynamo")
+_INPUT_WORDS = ("shape", "size mismatch", "mat1 and mat2", "reduction dim", "must match the size",
+                "dimension", "expected input", "channels", "must be tensor", "same device",
+                "expected all tensors", "dtype", "keyword argument", "positional argument",
+                "not enough values", "too many values")
+
+
+@contextlib.contextmanager
+def quiet_torch_logs() -> Iterator[None]:
+    """Silence torch's own error logs in the block: the error is raised and remat explains it."""
+    import logging
+
+    saved = [(log, log.level) for log in map(logging.getLogger, _NOISY_LOGGERS)]
+    for log, _ in saved:
+        log.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for log, level in saved:
+            log.setLevel(level)
+
+
+def check_model(model: Any, example_inputs: Any, where: str = "remat") -> None:
+    """InputError unless ``model`` is an ``nn.Module`` and ``example_inputs`` hold a tensor."""
+    if not isinstance(model, nn.Module):
+        raise InputError(f"{where} needs a torch.nn.Module, got {type(model).__name__} {_short(model)}: wrap it "
+                         f"in a module (a class whose forward calls it), or pass the model object, not its "
+                         f"class or a function")
+    if not any(isinstance(x, torch.Tensor) for x in pytree.tree_leaves(example_inputs)):
+        raise InputError(f"{where} needs example inputs holding at least one torch.Tensor, got "
+                         f"{type(example_inputs).__name__} {_short(example_inputs)}: pass a tensor, a tuple of "
+                         f"positional arguments or a dict of keyword arguments, e.g. torch.randn(8, 3, 224, 224)")
+
+
+def _short(x: Any, width: int = 60) -> str:
+    text = " ".join(repr(x).split())
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def explain(e: BaseException, label: str, doing: str = "trace") -> CaptureError | InputError:
+    """One line for an exception raised while tracing (``doing="trace"``) or running
+    (``"run"``) ``label`` on the example inputs: where in the user's code, what, and the fix.
+    An InputError when the inputs do not fit the model or the model fails on them outside
+    remat too, else a CaptureError."""
     frames = [f for f in traceback.extract_tb(e.__traceback__)
-              if "/torch/" not in f.filename and "/remat/" not in f.filename]
+              if "/torch/" not in f.filename and "/remat/" not in f.filename and not f.filename.startswith("<")]
     where = f" at {frames[-1].filename}:{frames[-1].lineno} `{(frames[-1].line or '').strip()}`" if frames else ""
-    first = (str(e).strip().splitlines() or [type(e).__name__])[0]
+    first = (str(e).strip().splitlines() or [type(e).__name__])[0].rstrip(".")
     kind = type(e).__name__
-    if "DataDependent" in kind or "data-dependent" in str(e) or "GuardOnDataDependent" in kind:
+    low = str(e).lower()
+    error: type[CaptureError] | type[InputError] = CaptureError
+    if "DataDependent" in kind or "data-dependent" in low or "GuardOnDataDependent" in kind:
         hint = ("the model's Python code branches on a tensor's value (data-dependent control flow), "
                 "which cannot be planned ahead: rewrite the branch with torch.where / torch.cond, or "
                 "move it out of forward()")
-    elif "Unsupported" in kind or "fake" in str(e).lower() or "meta" in str(e).lower():
+    elif any(w in first.lower() for w in _INPUT_WORDS):
+        error = InputError
+        hint = ("the example inputs do not fit the model's forward (shape, dtype, device or arguments): "
+                "pass what the model is called with in training, as a tensor, a tuple of positional "
+                "arguments or a dict of keyword arguments")
+    elif "Unsupported" in kind or "fake" in low or "meta" in low:
         hint = ("an op has no fake/meta implementation, so its output size is unknown without running "
                 "it: register one with torch.library.register_fake, or call that op outside the module")
+    elif doing == "run":
+        error = InputError
+        hint = "the model fails on its example inputs outside remat too: fix the model or the inputs first"
     else:
         hint = "simplify or split the forward so that it can be traced with torch.fx make_fx"
-    return CaptureError(f"cannot trace {label}{where}: {kind}: {first}. Hint: {hint}")
+    verb = "cannot trace" if doing == "trace" else "cannot run one training step of"
+    return error(f"{verb} {label}{where}: {kind}: {first}. Hint: {hint}")
+
+
+_explain = explain
 
 
 def _output_leaves(leaves: list[Any], gm: torch.fx.GraphModule, label: str) -> list[Any]:

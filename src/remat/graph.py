@@ -36,11 +36,9 @@ from typing import Any, Iterable, Mapping
 
 import networkx as nx
 
+from .errors import GraphError
+
 FORMAT = "remat-graph/1"
-
-
-class GraphError(ValueError):
-    """A graph that cannot be planned on; the message names the problem and the node."""
 
 
 @dataclass(frozen=True)
@@ -269,15 +267,20 @@ class Graph:
             text = str(source)
             if not text.lstrip().startswith("{"):
                 path = Path(text)
-                if not path.exists():
-                    raise GraphError(f"graph file {text!r} does not exist")
+                if not path.is_file():
+                    problem = "is a folder" if path.is_dir() else "does not exist"
+                    raise GraphError(f"graph file {text!r} {problem}: give the path of a {FORMAT} JSON file "
+                                     f"(Graph.save writes one)")
                 text = path.read_text()
             try:
                 data = json.loads(text)
             except json.JSONDecodeError as e:
-                raise GraphError(f"graph JSON is malformed: {e}") from None
-        if data.get("format") != FORMAT:
-            raise GraphError(f"expected format {FORMAT!r}, got {data.get('format')!r}")
+                raise GraphError(f"graph JSON is malformed: {e}: give a {FORMAT} JSON file "
+                                 f"(Graph.save writes one)") from None
+        if not isinstance(data, Mapping) or data.get("format") != FORMAT:
+            got = data.get("format") if isinstance(data, Mapping) else f"a JSON {type(data).__name__}"
+            raise GraphError(f"expected format {FORMAT!r}, got {got!r}: a graph file is an object "
+                             f"{{\"format\": \"{FORMAT}\", \"nodes\": [...]}} (Graph.save writes one)")
         if not isinstance(data.get("nodes"), list):
             raise GraphError("graph JSON needs a 'nodes' list")
         g = cls(name=str(data.get("name", "graph")))

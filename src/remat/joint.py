@@ -20,6 +20,7 @@ import time
 from collections import Counter
 from typing import Callable, Iterable
 
+from .errors import GraphError, InputError
 from .graph import Graph
 from .plan import Plan, Step
 from .simulate import simulate_sequence, simulate_training
@@ -43,7 +44,7 @@ def joint_graph(graph: Graph) -> tuple[Graph, str]:
     graph.validate()
     clash = [v for v in graph.order if v == END or v.startswith(BWD_PREFIX)]
     if clash:
-        raise ValueError(f"node id {clash[0]!r} collides with the joint graph's names "
+        raise GraphError(f"node id {clash[0]!r} collides with the joint graph's names "
                          f"({END!r} and the {BWD_PREFIX!r} prefix): rename it")
     j = Graph(name=f"{graph.name}:joint")
     for v in graph.order:
@@ -115,7 +116,7 @@ def resolve_final(graph: Graph, final: str | None) -> str:
     if final is None:
         return graph.sinks[-1]
     if final not in graph:
-        raise ValueError(f"final node {final!r} is not in graph {graph.name!r}: pass final=ID of one of its nodes")
+        raise InputError(f"final node {final!r} is not in graph {graph.name!r}: pass final=ID of one of its nodes")
     return final
 
 

@@ -16,11 +16,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
+from .errors import TooManyLowerSets
 from .graph import Graph
-
-
-class TooManyLowerSets(RuntimeError):
-    """Enumeration stopped at its cap; the message says how to proceed."""
 
 
 def bits(mask: int) -> Iterator[int]:

@@ -41,6 +41,8 @@ from torch import nn
 from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from .errors import InputError
+
 METHODS = ("auto", "cuda", "tracker", "profiler")
 
 
@@ -59,7 +61,9 @@ def default_loss(out: Any) -> torch.Tensor:
     parts = [t.sum() for t in pytree.tree_leaves(out)
              if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not parts:
-        raise ValueError("the model returns no floating-point tensor that requires grad: pass loss_fn")
+        raise InputError("the model returns no floating-point tensor that requires grad, so there is no backward "
+                         "to plan: let its parameters require grad (model.requires_grad_(True)), or give "
+                         "remat.measure a loss_fn")
     loss = parts[0]
     for p in parts[1:]:
         loss = loss + p
@@ -97,7 +101,7 @@ def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
     apart from activations).
     """
     if method not in METHODS:
-        raise ValueError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
+        raise InputError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
     params = list(fn_or_model.parameters()) if isinstance(fn_or_model, nn.Module) else []
     if method == "auto":
         method = "cuda" if _on_cuda(params, inputs) else "tracker"
@@ -146,6 +150,10 @@ class StorageTracker(TorchDispatchMode):
     the expired ones are retired, so every free between two ops is ordered before the next
     allocation and the peak is exact at op granularity.
     """
+
+    # higher-order ops (the compiled runtime's ``run_and_save_rng_state``) come here whole: the
+    # storages they return are counted like any op's
+    supports_higher_order_operators = True
 
     def __init__(self) -> None:
         super().__init__()
@@ -210,10 +218,12 @@ def _tracker_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
 
 
 def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
+
+    from .progress import quiet_profiler
 
     gc.collect()
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    with quiet_profiler(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:  # no USDT lines
         step()
     events = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())

@@ -8,10 +8,11 @@ to check the *measured* peak. If the measurement is over the budget, the plannin
 tightened by the measured excess and the solvers run again, a few rounds at most; if the budget
 still cannot be met the error says by how much.
 
-Budget: bytes (int/float), a size string (``"2GiB"``, ``"512MB"``, ``"300 KiB"``) or a percentage
-of the vanilla step's activation peak (``"40%"``). With ``verify`` the vanilla peak is measured on
+Budget (``remat.budget``): bytes (int/float), a size string (``"2GiB"``, ``"512MB"``, ``"300 KiB"``),
+a percentage of the vanilla step's activation peak (``"40%"``) or a fraction of it (a number in
+(0, 1): ``0.4`` is 40%, never 0.4 bytes). With ``verify`` the vanilla peak is measured on
 the plain model (one step, state restored), so a percentage is of what PyTorch really uses, in-place
-ops included; without it (and when a new input shape re-plans) it is the simulated peak of the
+ops included (a new input shape met in training too: remat.plancache); without it, the simulated peak of the
 plain schedule on the captured graph, which is higher for models with in-place ops because the
 runtime executes them out of place.
 
@@ -28,24 +29,25 @@ equality for every solver, measured peak within budget, error messages for bad i
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 from torch import nn
 
-from . import schedule, solvers
+from . import progress, schedule, solvers
 from .api import min_budget
-from .capture import Program, trace
+from .budget import UNITS, fmt_bytes, parse_budget  # noqa: F401 - remat.optimize.parse_budget
+from .budget import parse as parse_budget_syntax
+from .errors import BudgetError, InfeasibleError, InputError, RematError, StepError  # noqa: F401
+from .capture import Program, check_model, explain, trace
 from .graph import Graph
 from .measure import measure
 from .plan import Plan
-from .runtime import Compiled, RematModule, predict
+from .report import build as build_report
+from .runtime import Compiled, RematModule, executed_schedule, predict
 from .simulate import simulate
 
-UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12,
-         "kib": 2**10, "mib": 2**20, "gib": 2**30, "tib": 2**40}
 # planning budgets tried, as multiples of the budget: a solver's own peak model (eq. 2 for stage
 # solvers) often over-estimates the executed schedule's simulated peak, so asking for more can
 # still yield a plan that fits
@@ -53,39 +55,6 @@ RELAX = (1.0, 1.25, 1.5, 2.0)
 # what optimize's "auto" tries on captured graphs: fast on thousands of nodes, selective plans for
 # high budgets, per-block checkpointing and segment plans for the floor
 OPTIMIZE_CANDIDATES = ("selective", "blocks-selective", "blocks", "chen-greedy", "chen-sqrt", "none")
-
-
-class BudgetError(ValueError):
-    """No plan trains within the budget; the message gives the smallest budget that works."""
-
-
-def parse_budget(budget: int | float | str, vanilla_peak: float) -> float:
-    """Bytes from ``2_000_000``, ``"2GiB"``, ``"512 MB"`` or ``"40%"`` (of ``vanilla_peak``)."""
-    if isinstance(budget, bool) or budget is None:
-        raise ValueError(f"budget must be bytes, a size like '2GiB' or a percentage like '40%', got {budget!r}")
-    if isinstance(budget, (int, float)):
-        if budget < 0 or math.isnan(budget) or math.isinf(budget):
-            raise ValueError(f"budget must be a finite non-negative number of bytes, a size like '2GiB' or a "
-                             f"percentage like '40%', got {budget!r}")
-        if isinstance(budget, float) and 0 < budget < 1:  # a fraction of the vanilla peak, as documented
-            return budget * vanilla_peak
-        return float(budget)
-    text = str(budget).strip().lower().replace(" ", "")
-    m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:e[0-9]+)?)(%|[kmgt]?i?b)?", text)
-    if not m:
-        raise ValueError(f"cannot read budget {budget!r}: use bytes (2000000), a size ('2GiB', '512MB') "
-                         f"or a percentage of the vanilla peak ('40%')")
-    value, unit = float(m.group(1)), m.group(2) or "b"
-    if unit == "%":
-        return value / 100.0 * vanilla_peak
-    return value * UNITS[unit]
-
-
-def fmt_bytes(n: float) -> str:
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"
 
 
 @dataclass
@@ -120,6 +89,7 @@ def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time"
     for name in candidates(solver):
         fs = factors or RELAX
         for f in fs:
+            progress.note(f"{name} at {fmt_bytes(budget * f)}")
             try:
                 plan = solvers.get(name).fn(graph, budget * f, mode=mode, problem="training")
             except (ValueError, RuntimeError) as e:  # solvers refuse graphs they cannot handle
@@ -197,13 +167,14 @@ def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
     return math.inf if c is None else c.peak
 
 
-def _too_small(graph: Graph, budget: float, solver: str, mode: str, base: float | None = None) -> BudgetError:
+def _too_small(graph: Graph, budget: float, solver: str, mode: str, base: float | None = None) -> InfeasibleError:
     vanilla = base if base is not None else vanilla_peak(graph)
     low = smallest_budget(graph, solver, mode)
-    return BudgetError(
+    return InfeasibleError(
         f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak "
         f"{fmt_bytes(vanilla)}) is below the minimum: the smallest budget {solver} can meet on "
-        f"{graph.name} is {fmt_bytes(low)} ({100 * low / vanilla:.1f}%, {int(math.ceil(low))} bytes)"
+        f"{graph.name} is {fmt_bytes(low)} ({100 * low / vanilla:.1f}%, {int(math.ceil(low))} bytes): "
+        f"raise the budget to at least that"
         if math.isfinite(low) else
         f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak {fmt_bytes(vanilla)}): "
         f"{solver} finds no plan at all on {graph.name}; try solver='auto'")
@@ -216,7 +187,8 @@ def vanilla_peak(graph: Graph) -> float:
 
 def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str = "auto",
              mode: str = "time", *, cost: str = "flops", verify: bool = True, rounds: int = 3,
-             tolerance: float = 0.01, executor: str = "compiled") -> nn.Module:
+             tolerance: float = 0.01, executor: str = "compiled", plan_cache: Any = None,
+             shapes: Any = None, plan: Any = None) -> nn.Module:
     """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
 
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
@@ -228,15 +200,46 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     forward saving the kept values and the backward recomputing as the schedule says
     (``remat.compiled``); ``"interpret"`` is the earlier op-by-op interpreter
     (``remat.runtime``), kept as a named fallback for graphs AOTAutograd cannot trace.
+
+    ``plan_cache``: a directory; each plan is stored there keyed by the model's structure, the
+    input signature, the autocast state, the budget, solver, mode and cost, and a later call with
+    the same key loads it instead of planning (``remat.plancache``). ``shapes``: more example
+    inputs (same form as ``example_inputs``: other batch sizes, sequence lengths) planned up
+    front, so that training never stops to plan. A signature first seen in training is planned
+    as the first one is (its own measured vanilla peak, the check step), and says so once.
+    ``plan``: a ``Plan`` (or the path of one saved with ``module.plan.save(path)``) to run
+    instead of planning; it must have been made for this model and these inputs.
+
+    Wrappers: ``DDP(remat.optimize(model, ...))`` and ``remat.optimize(DDP(model), ...)`` both train
+    with DDP's all-reduce (the second puts the planned module inside the given DDP and returns
+    it); FSDP2 works as ``fully_shard(remat.optimize(model, ...))`` (``remat.distributed``).
     """
     if mode not in ("time", "memory"):
-        raise ValueError(f"mode must be 'time' or 'memory', got {mode!r}")
+        raise InputError(f"mode must be 'time' or 'memory', got {mode!r}")
     if executor not in ("compiled", "interpret"):
-        raise ValueError(f"executor must be 'compiled' or 'interpret', got {executor!r}")
+        raise InputError(f"executor must be 'compiled' or 'interpret', got {executor!r}")
     candidates(solver)
+    parse_budget_syntax(budget)  # an unreadable budget is refused before any work
+    check_model(model, example_inputs, "remat.optimize")
     model = _unwrap_compiled(model)
+    from . import distributed, plancache
+
+    wrapped = distributed.optimize_wrapped(model, lambda inner: optimize(
+        inner, example_inputs, budget, solver, mode, cost=cost, verify=verify, rounds=rounds, tolerance=tolerance,
+        executor=executor, plan_cache=plan_cache, shapes=shapes, plan=plan))
+    if wrapped is not None:  # DDP: the planned module inside it
+        return wrapped
     if executor == "interpret":
+        if plan_cache is not None or shapes is not None or plan is not None:
+            raise InputError("plan_cache, shapes and plan need the compiled executor (executor='compiled')")
         return _optimize_interpreted(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance)
+    return plancache.optimize_signatures(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance,
+                                         plan_cache=plan_cache, shapes=shapes, plan=plan, one=_optimize_compiled)
+
+
+def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str, mode: str,
+                       cost: str, verify: bool, rounds: int, tolerance: float) -> nn.Module:
+    """One input signature, planned: measure the vanilla step, plan, verify (``optimize``)."""
     from .capture import split_inputs
     from .compiled.module import CompiledModule
     from .compiled.partitioner import Planner
@@ -264,19 +267,19 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
             break
         if k == rounds:
             over = measured.peak - target
-            raise BudgetError(
+            raise InfeasibleError(
                 f"budget {fmt_bytes(target)} cannot be met on the real step: the best plan "
                 f"({step.planned.plan.stats.get('chosen', step.planned.plan.solver)}) measured "
                 f"{fmt_bytes(measured.peak)} ({measured.method}), {fmt_bytes(over)} ({100 * over / target:.1f}%) "
-                f"over; predicted {fmt_bytes(step.planned.prediction.peak)}. Raise the budget by at least that much")
+                f"over; predicted {fmt_bytes(step.planned.peak)}. Raise the budget by at least that much")
         planning = planning * min(0.97, target / measured.peak)
         step = module.compile_for(args, kwargs, make_planner(planning))
     report.update(step.planned.summary())
     report.update(budget=target, vanilla_predicted_peak=step.planned.vanilla, compile_seconds=step.compile_seconds,
                   solver=step.planned.plan.stats.get("chosen", step.planned.plan.solver),
-                  mode=step.planned.plan.mode, kept=len(step.planned.split.saved),
+                  mode=step.planned.plan.mode or mode, kept=len(step.planned.split.saved),
                   tried=step.planned.tried, dropped_outputs=list(step.flat.dropped))
-    module.report = report
+    module.report = build_report(report, step.planned.joint.graph, step.planned.steps, type(model).__name__)
     return module
 
 
@@ -316,12 +319,12 @@ def _optimize_interpreted(model: nn.Module, example_inputs: Any, budget: int | f
     if verify:
         choice = _verify(module, program, example_inputs, target, choice, solver, mode, rounds, tolerance, report)
     report.update(_summary(choice))
-    module.report = report
+    module.report = build_report(report, graph, executed_schedule(graph, choice.plan), type(model).__name__)
     return module
 
 
 def _no_mix() -> Any:
-    raise RuntimeError("remat: re-planning needs inputs passed all positionally or all by keyword")
+    raise StepError("remat: re-planning needs inputs passed all positionally or all by keyword")
 
 
 def _summary(c: Choice) -> dict[str, Any]:
@@ -348,7 +351,7 @@ def _verify(module: RematModule, program: Program, inputs: Any, budget: float, c
             break
         module.compiled = module._plans[program.key] = Compiled.of(program, choice.plan.kept, choice.plan)
     over = report["measured_peak"] - budget
-    raise BudgetError(
+    raise InfeasibleError(
         f"budget {fmt_bytes(budget)} cannot be met on the real step: the best plan ({choice.plan.solver}) "
         f"measured {fmt_bytes(report['measured_peak'])} ({report['method']}), {fmt_bytes(over)} "
         f"({100 * over / budget:.1f}%) over; predicted {fmt_bytes(choice.peak)}. Raise the budget by at "
@@ -364,8 +367,15 @@ def measure_restoring(module: nn.Module, inputs: Any):
     cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     # on CUDA one warm-up step first: the first matmul allocates cuBLAS's workspace, not an activation
     on_cuda = any(p.is_cuda for p in module.parameters())
+    ours = type(module).__module__.startswith("remat.")
     try:
-        return measure(module, inputs, warmup=1 if on_cuda else 0)
+        with progress.task("verifying the plan: one real training step" if ours else
+                           f"measuring one vanilla training step of {type(module).__name__}"):
+            return measure(module, inputs, warmup=1 if on_cuda else 0)
+    except Exception as e:  # noqa: BLE001 - the user's model failing on its inputs: one clear line
+        if ours or isinstance(e, (RematError, MemoryError)) or "OutOfMemory" in type(e).__name__:
+            raise
+        raise explain(e, type(module).__name__, "run") from e
     finally:
         for p, g in grads.items():
             p.grad = g

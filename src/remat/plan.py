@@ -60,6 +60,46 @@ class Plan:
             "solve_seconds": self.solve_seconds, "stats": self.stats,
         }
 
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> "Plan":
+        """The Plan ``to_json`` wrote (schedule steps back to tuples, "inf" back to infinity)."""
+        def num(x: Any) -> float | None:
+            return None if x is None else float(x)
+
+        problem = data.get("problem", "training")
+        schedule = [tuple(s) if isinstance(s, list) else s for s in data.get("schedule", [])]
+        return cls(solver=data["solver"], budget=num(data.get("budget")), feasible=bool(data["feasible"]),
+                   schedule=schedule, kept=list(data.get("kept", [])),
+                   stages=None if data.get("stages") is None else [list(s) for s in data["stages"]],
+                   peak=num(data.get("peak", "inf")), recompute_cost=num(data.get("recompute_cost", "inf")),
+                   solve_seconds=float(data.get("solve_seconds", 0.0)), mode=data.get("mode"), problem=problem,
+                   status=data.get("status", "ok"), message=data.get("message", ""),
+                   stats=dict(data.get("stats") or {}))
+
+    def save(self, path: Any) -> None:
+        """Write the plan as JSON (``Plan.load`` reads it; ``remat.optimize(..., plan=path)`` runs it)."""
+        import json
+        from pathlib import Path
+
+        Path(path).write_text(json.dumps(self.to_json(), indent=1, default=_jsonable))
+
+    @classmethod
+    def load(cls, path: Any) -> "Plan":
+        """The plan ``save`` wrote to ``path``."""
+        import json
+        from pathlib import Path
+
+        return cls.from_json(json.loads(Path(path).read_text()))
+
+
+def _jsonable(x: Any) -> Any:
+    """What json cannot write by itself in a plan's stats: sets, tuples of tuples, numpy numbers."""
+    if isinstance(x, (set, frozenset)):
+        return sorted(x, key=str)
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
 
 def infeasible(solver: str, budget: float | None, message: str, **fields: Any) -> Plan:
     """The Plan returned when no strategy fits: not an exception (DESIGN.md)."""

@@ -46,6 +46,7 @@ from .graph import Graph
 from .plan import Plan
 from .plan import Step as ScheduleStep
 from .simulate import Simulation
+from .errors import StepError
 
 
 def executed_schedule(graph: Graph, plan: Plan | list[str] | set[str]) -> list[ScheduleStep]:
@@ -413,8 +414,8 @@ class RematModule(nn.Module):
         c = self._plans.get(key)
         if c is None:
             if self._replan is None:
-                raise RuntimeError("remat: these inputs (shapes, dtypes or train/eval flags) differ from the "
-                                   "ones the plan was made for; call remat.optimize again with them")
+                raise StepError("remat: these inputs (shapes, dtypes or train/eval flags) differ from the "
+                                "ones the plan was made for; call remat.optimize again with them")
             c = self._plans[key] = self._replan(args, kwargs)
         self.compiled = c
         if c.recomputes == 0:  # a plan that recomputes nothing is the plain step: no interpreter

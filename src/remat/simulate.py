@@ -26,12 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .errors import ScheduleError
 from .graph import Graph
 from .plan import Plan, Step
-
-
-class ScheduleError(ValueError):
-    """An invalid schedule; the message names the step and the missing value."""
 
 
 @dataclass
@@ -49,7 +46,8 @@ def simulate(graph: Graph, plan: Plan | list) -> Simulation:
     """Peak memory, recompute cost and memory timeline of a plan's schedule."""
     if isinstance(plan, Plan):
         if not plan.feasible and not plan.schedule:
-            raise ScheduleError(f"plan of {plan.solver} is infeasible and has no schedule: {plan.message}")
+            raise ScheduleError(f"plan of {plan.solver} is infeasible and has no schedule: {plan.message}; "
+                                f"check plan.feasible before simulating it")
         if plan.problem == "schedule":
             return simulate_sequence(graph, plan.schedule, plan.stats.get("final"))
         steps = plan.schedule

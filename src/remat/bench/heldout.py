@@ -49,6 +49,8 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.checkpoint import CheckpointPolicy, checkpoint, create_selective_checkpoint_contexts
 
+from ..errors import InputError
+
 MODELS = ("gpt2", "llama", "vit", "resnet")
 SIZES = ("gpu", "cpu", "quick")
 
@@ -226,9 +228,9 @@ BUILDERS: dict[str, Callable[..., HeldOut]] = {"gpt2": build_gpt2, "llama": buil
 
 def build(name: str, device: str = "cpu", size: str = "cpu", seed: int = 0) -> HeldOut:
     if name not in BUILDERS:
-        raise ValueError(f"unknown model {name!r}: use one of {', '.join(BUILDERS)}")
+        raise InputError(f"unknown model {name!r}: use one of {', '.join(BUILDERS)}")
     if size not in SIZES:
-        raise ValueError(f"unknown size {size!r}: use one of {', '.join(SIZES)}")
+        raise InputError(f"unknown size {size!r}: use one of {', '.join(SIZES)}")
     return BUILDERS[name](size, device, seed)
 
 
@@ -247,7 +249,7 @@ def lm_loss(out: Any) -> torch.Tensor:
     if loss is None and isinstance(out, (tuple, list)):
         loss = out[0]
     if loss is None:
-        raise TypeError(f"no loss in the model's output {type(out).__name__}")
+        raise InputError(f"no loss in the model's output {type(out).__name__}")
     return loss
 
 
@@ -260,7 +262,7 @@ def logits_of(out: Any) -> torch.Tensor:
     if logits is None and isinstance(out, (tuple, list)):
         logits = out[0]
     if logits is None:
-        raise TypeError(f"no logits in the model's output {type(out).__name__}")
+        raise InputError(f"no logits in the model's output {type(out).__name__}")
     return logits
 
 
@@ -365,7 +367,7 @@ def per_block(held: HeldOut) -> tuple[nn.Module, str]:
         return model, "timm set_grad_checkpointing(True)"
     n = wrap_blocks(model, held.blocks)
     if not n:
-        raise ValueError(f"{type(model).__name__}: no blocks of {held.blocks} to checkpoint")
+        raise InputError(f"{type(model).__name__}: no blocks of {held.blocks} to checkpoint")
     return model, f"torch.utils.checkpoint(use_reentrant=False) on {n} {'/'.join(b.__name__ for b in held.blocks)}"
 
 
@@ -378,7 +380,7 @@ def sac_matmul(held: HeldOut) -> tuple[nn.Module, str]:
         return model, f"{how}(use_reentrant=False, context_fn=SAC policy)"
     n = wrap_blocks(model, held.blocks, ctx)
     if not n:
-        raise ValueError(f"{type(model).__name__}: no blocks of {held.blocks} to checkpoint")
+        raise InputError(f"{type(model).__name__}: no blocks of {held.blocks} to checkpoint")
     return model, f"SAC (use_reentrant=False, context_fn=SAC policy) on {n} {'/'.join(b.__name__ for b in held.blocks)}"
 
 

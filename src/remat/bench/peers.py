@@ -30,6 +30,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint, checkpoint_sequential
 
+from ..errors import InputError
+
 
 BACKBONE_SHARE = 0.5  # a child with more than this share of the parameters is searched inside
 
@@ -101,7 +103,7 @@ def checkpoint_blocks(model: nn.Module) -> tuple[nn.Module, list[str]]:
     else:
         _wrap_children(model, "", _params(model), wrapped)
     if not wrapped:
-        raise ValueError(f"{type(model).__name__} has no blocks to checkpoint: its top-level "
+        raise InputError(f"{type(model).__name__} has no blocks to checkpoint: its top-level "
                          "modules are single layers; give it a blocks() method naming them")
     return model, wrapped
 
@@ -117,7 +119,7 @@ class Compiled(nn.Module):
     def __init__(self, inner: nn.Module, budget: float) -> None:
         super().__init__()
         if not 0.0 <= budget <= 1.0:
-            raise ValueError(f"activation_memory_budget must be in [0, 1], got {budget}")
+            raise InputError(f"activation_memory_budget must be in [0, 1], got {budget}")
         self.inner = inner
         self.budget = budget
         self.fn = torch.compile(_fresh_entry(inner, f"{id(inner)}"), backend="aot_eager")

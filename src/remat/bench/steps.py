@@ -26,6 +26,8 @@ from typing import Any, Callable
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 Step = Callable[[], None]
 
 
@@ -60,9 +62,11 @@ def profiler_peak(step: Step, warmup: bool = False) -> int:
     if warmup:
         step()
     from torch._C._profiler import _EventType
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import ProfilerActivity
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+    from ..progress import quiet_profiler
+
+    with quiet_profiler(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:  # no USDT lines
         step()
     allocations: list[tuple[int, int]] = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
@@ -114,7 +118,7 @@ def measured_peak(measure: Callable[..., Any] | None, model: nn.Module, inputs: 
     """
     if measure is None:
         if method != "profiler":
-            raise ValueError(f"the {method!r} method needs remat.measure; only 'profiler' is built in")
+            raise InputError(f"the {method!r} method needs remat.measure; only 'profiler' is built in")
         return float(profiler_peak(train_step(model, inputs, loss), warmup=True))
     try:
         result = measure(model, inputs, method=method, loss_fn=loss)
@@ -124,5 +128,5 @@ def measured_peak(measure: Callable[..., Any] | None, model: nn.Module, inputs: 
         value = result.get(key) if isinstance(result, dict) else getattr(result, key, None)
         if isinstance(value, (int, float)):
             return float(value)
-    raise TypeError(f"remat.measure returned {type(result).__name__} without a peak in bytes "
-                    "(expected a field peak, peak_bytes or activation_peak)")
+    raise InputError(f"remat.measure returned {type(result).__name__} without a peak in bytes "
+                     "(expected a field peak, peak_bytes or activation_peak)")

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from ..errors import InputError
 from . import measured, plots, report, tables
 from .measured import Size, Timing, Tools
 from .tables import Method
@@ -70,7 +71,7 @@ def sections_only(suite: Suite, names: tuple[str, ...]) -> Suite:
     """``suite`` running only the sections ``names`` (keys of SECTION_FIELDS)."""
     unknown = [n for n in names if n not in SECTION_FIELDS]
     if unknown:
-        raise ValueError(f"unknown section(s) {unknown}: choose from {', '.join(SECTION_FIELDS)}")
+        raise InputError(f"unknown section(s) {unknown}: choose from {', '.join(SECTION_FIELDS)}")
     drop = {f: () for n, fields in SECTION_FIELDS.items() if n not in names for f in fields}
     return replace(suite, **drop)
 

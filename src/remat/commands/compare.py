@@ -5,21 +5,26 @@ Every applicable training solver on one graph and budget, judged on one scale: t
 that fits the budget, its recompute cost, its gap to ``milp`` where milp proved optimality, and
 its solve time. A solver that refuses the graph (too many nodes or lower sets) gets a row with
 its reason instead of numbers; ``auto`` is left out, since it is the best of the others.
+
+The budget is graph units (bytes for captured graphs), a size (4GiB), a percentage of the
+vanilla simulated peak (40%) or a fraction of it (0.4). A report: the exit code is 0 even when
+no solver fits (``remat solve`` exits 1 then).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
-from .. import solvers
+from .. import progress, solvers
+from ..budget import parse, parse_budget  # noqa: F401 - remat.commands.compare.parse_budget, as before
+from ..errors import InputError, UnknownSolverError
 from ..graph import Graph
 from ..simulate import simulate, simulate_training
 from ..schedule import vanilla
 from ..solvers.common import within
-from ._output import emit_json, table
+from ._output import add_json_arguments, emit_json, percent, size, table, text
 
 NAME = "compare"
 HELP = "every training solver on one graph and budget: peak, recompute cost, gap to milp, time"
@@ -29,23 +34,13 @@ TINY = 1e-12
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("graph", help="graph JSON file (format remat-graph/1)")
     p.add_argument("--budget", required=True,
-                   help="memory budget in graph units, or a percentage of the vanilla peak (e.g. 40%%)")
+                   help="graph units (bytes for captured graphs), a size (4GiB, 512MB), a percentage of the "
+                        "vanilla peak (40%%) or a fraction of it (0.4)")
     p.add_argument("--solvers", default=None,
                    help="comma-separated solver names (default: every training solver but auto)")
     p.add_argument("--time-limit", type=float, default=60.0, help="seconds for milp (default 60)")
     p.add_argument("--mode", choices=["time", "memory"], default="time")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
-
-
-def parse_budget(text: str, vanilla_peak: float) -> float:
-    """A number of graph units, or "N%" of the vanilla simulated peak."""
-    try:
-        value = float(text[:-1]) * vanilla_peak / 100 if text.endswith("%") else float(text)
-    except ValueError:
-        raise ValueError(f"--budget must be a number or a percentage like 40%, got {text!r}") from None
-    if not value >= 0:
-        raise ValueError(f"--budget must be >= 0, got {text!r}")
-    return value
+    add_json_arguments(p)
 
 
 def solver_names(arg: str | None) -> list[str]:
@@ -55,7 +50,8 @@ def solver_names(arg: str | None) -> list[str]:
     chosen = [s.strip() for s in arg.split(",") if s.strip()]
     unknown = [s for s in chosen if s not in known]
     if unknown:
-        raise ValueError(f"unknown training solver(s) {', '.join(unknown)}; known: {', '.join(known)}")
+        raise UnknownSolverError(f"--solvers names unknown training solver(s) {', '.join(unknown)}; known: "
+                                 f"{', '.join(known)}: give a comma-separated subset of these")
     return chosen
 
 
@@ -91,13 +87,15 @@ def add_gaps(rows: list[dict[str, Any]]) -> float | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    g = Graph.from_json(args.graph)
+    parsed = parse(args.budget, "--budget")
     names = solver_names(args.solvers)
     if not args.time_limit > 0:
-        raise ValueError(f"--time-limit must be > 0 seconds, got {args.time_limit}")
+        raise InputError(f"--time-limit must be > 0 seconds, got {args.time_limit}: give the seconds milp may "
+                         f"take, e.g. --time-limit 60")
+    g = Graph.from_json(args.graph)
     vanilla_peak = simulate_training(g, vanilla(g)).peak
-    budget = parse_budget(args.budget, vanilla_peak)
-    rows = _run_all(g, names, budget, args.mode, args.time_limit, progress=not args.json)
+    budget = parsed.resolve(vanilla_peak)
+    rows = _run_all(g, names, budget, args.mode, args.time_limit)
     milp_cost = add_gaps(rows)
     if args.json:
         emit_json({"graph": g.name, "nodes": len(g), "budget": budget, "mode": args.mode,
@@ -107,21 +105,13 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_all(g: Graph, names: list[str], budget: float, mode: str, time_limit: float,
-             progress: bool) -> list[dict[str, Any]]:
-    if not progress:
-        return [run_one(g, n, budget, mode, time_limit) for n in names]
-    from rich.console import Console
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-
-    rows = []
-    columns = (SpinnerColumn(), TextColumn("{task.description}"), TimeElapsedColumn())
-    with Progress(*columns, console=Console(file=sys.stderr), transient=True) as bar:
-        task = bar.add_task("", total=len(names))
+def _run_all(g: Graph, names: list[str], budget: float, mode: str, time_limit: float) -> list[dict[str, Any]]:
+    rows: list[dict[str, Any]] = []
+    with progress.task(f"{len(names)} solvers on {g.name}", total=len(names)) as bar:
         for n in names:
-            bar.update(task, description=f"{n} ({len(rows) + 1}/{len(names)})")
+            bar.note(n)
             rows.append(run_one(g, n, budget, mode, time_limit))
-            bar.advance(task)
+            bar.advance()
     return rows
 
 
@@ -132,12 +122,13 @@ def _print_table(g: Graph, budget: float, vanilla_peak: float, rows: list[dict[s
         return "+inf" if r["gap_to_milp"] * TINY >= 1e-3 else f"{100 * r['gap_to_milp']:+.1f}%"  # milp cost 0
 
     cols = ["solver", "status", "feasible", "fits", "peak", "recompute", "gap", "seconds"]
-    table(f"{g.name}: {len(g)} nodes, budget {budget:g} (vanilla peak {vanilla_peak:g})", cols,
-          [(r["solver"], r["status"], r["feasible"], r["fits"], r["simulated_peak"], r["recompute_cost"],
+    table(f"{g.name}: {len(g)} nodes, budget {size(budget)} ({percent(budget, vanilla_peak)} of the vanilla "
+          f"peak {size(vanilla_peak)})", cols,
+          [(r["solver"], r["status"], r["feasible"], r["fits"], size(r["simulated_peak"]), r["recompute_cost"],
             gap(r), round(r["seconds"], 3)) for r in rows])
-    print("peak and recompute: simulated (remat.simulate); gap: recompute cost relative to milp's optimum")
+    text("peak and recompute: simulated (remat.simulate); gap: recompute cost relative to milp's optimum")
     for r in rows:
         if r["status"] == "refused":
-            print(f"{r['solver']}: skipped, {r['note']}")
+            text(f"{r['solver']}: skipped, {r['note']}")
     if not any(r["solver"] == "milp" and r["status"] == "optimal" for r in rows):
-        print("gap to milp: '-' because milp did not prove optimality (or was not run)")
+        text("gap to milp: '-' because milp did not prove optimality (or was not run)")

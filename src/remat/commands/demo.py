@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import argparse
 
+from .. import progress
 from ..api import min_budget, solve
 from ..simulate import simulate
-from ._output import emit_json, table
+from ._output import emit_json, seconds, size, table, text
 
 NAME = "demo"
 HELP = "plan a ResNet-50 graph with every fast solver, then train a small ResNet-18 within budget"
@@ -21,7 +22,8 @@ SOLVERS = ("none", "chen-sqrt", "chen-greedy", "dp-approx", "reforward", "twrema
 
 def _graph():
     from .. import zoo
-    return zoo.graph("resnet50", batch=96)
+    with progress.task("building the ResNet-50 graph (batch 96)"):
+        return zoo.graph("resnet50", batch=96)
 
 
 def small_resnet():
@@ -41,28 +43,32 @@ def run(args: argparse.Namespace) -> int:
     vanilla = simulate(g, solve(g, None, solver="none")).peak
     low = min_budget(g, solver="dp-approx", mode="time")
     rows = []
-    for label, budget in (("min (dp-approx)", low), ("50%", 0.5 * vanilla), ("100%", vanilla)):
-        for name in SOLVERS:
-            if name not in solvers.names("training"):
-                continue
-            plan = solve(g, budget, solver=name)
-            sim = simulate(g, plan) if plan.schedule else None
-            rows.append({"budget": label, "solver": name, "feasible": plan.feasible,
-                         "simulated_peak_GiB": sim.peak / 2**30 if sim else None,
-                         "recompute_cost": sim.recompute_cost if sim else None,
-                         "solve_seconds": plan.solve_seconds})
+    names = [n for n in SOLVERS if n in solvers.names("training")]
+    budgets = (("min (dp-approx)", low), ("50%", 0.5 * vanilla), ("100%", vanilla))
+    with progress.task(f"planning {g.name} with {len(names)} solvers at 3 budgets",
+                       total=len(names) * len(budgets)) as bar:
+        for label, budget in budgets:
+            for name in names:
+                plan = solve(g, budget, solver=name)
+                sim = simulate(g, plan) if plan.schedule else None
+                rows.append({"budget": label, "solver": name, "feasible": plan.feasible,
+                             "simulated_peak_GiB": sim.peak / 2**30 if sim else None,
+                             "recompute_cost": sim.recompute_cost if sim else None,
+                             "solve_seconds": plan.solve_seconds})
+                bar.advance()
     if args.json:
         emit_json({"graph": g.name, "nodes": len(g), "vanilla_peak_GiB": vanilla / 2**30, "rows": rows})
         return 0
-    table(f"{g.name}: {len(g)} nodes, vanilla simulated peak {vanilla / 2**30:.2f} GiB "
-          f"(recompute cost in seed 000 units: conv 10, other ops 1)",
-          ["budget", "solver", "feasible", "peak GiB", "recompute", "solve s"],
-          [[r["budget"], r["solver"], r["feasible"], r["simulated_peak_GiB"], r["recompute_cost"],
-            r["solve_seconds"]] for r in rows])
+    table(f"{g.name}: {len(g)} nodes, vanilla simulated peak {size(vanilla)}",
+          ["budget", "solver", "feasible", "peak", "recompute", "solve time"],
+          [[r["budget"], r["solver"], r["feasible"],
+            "-" if r["simulated_peak_GiB"] is None else size(r["simulated_peak_GiB"] * 2**30),
+            r["recompute_cost"], seconds(r["solve_seconds"])] for r in rows],
+          caption="peak: simulated; recompute cost in seed 000 units (conv 10, other ops 1)")
     if args.no_train:
         return 0
     from . import run as run_command
     sub = argparse.ArgumentParser()
     run_command.add_arguments(sub)
-    print("\nTraining ResNet-18 (batch 4, 64x64) within 60% of its measured activation peak:")
+    text("\nTraining ResNet-18 (batch 4, 64x64) within 60% of its measured activation peak:")
     return run_command.run(sub.parse_args([f"{__name__}:small_resnet", "--budget", "60%"]))

@@ -6,7 +6,9 @@ of per-pair ratios after warm-up) and the gradient check (``torch.equal`` on eve
 gradient after one step of each from the same state and RNG seed).
 
 TARGET is a zoo name (``remat.zoo.build(name, batch=N)``) or ``package.module:callable``
-returning ``(model, inputs)`` (called with ``batch=N`` when ``--batch`` is given).
+returning ``(model, inputs)`` (called with ``batch=N`` when ``--batch`` is given). The budget is
+bytes, a size (4GiB, 512MB), a percentage of the measured vanilla peak (40%) or a fraction of it
+(0.4). Exit code 1 when no plan meets the budget or the gradients differ, 2 on an error.
 """
 
 from __future__ import annotations
@@ -19,7 +21,10 @@ from typing import Any
 
 import torch
 
-from ._output import emit_json, table
+from .. import progress
+from ..errors import InputError
+from ._output import add_json_arguments, emit_json, fmt, percent, seconds, size, table
+from .solve import add_solver_argument
 
 NAME = "run"
 HELP = "optimize a real model for a budget, then measure it against vanilla (memory, time, gradients)"
@@ -28,12 +33,15 @@ HELP = "optimize a real model for a budget, then measure it against vanilla (mem
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("target", help="zoo name, or package.module:callable returning (model, inputs)")
     p.add_argument("--batch", type=int, default=None, help="batch size passed to the builder")
-    p.add_argument("--budget", default="50%", help="bytes, a size ('2GiB') or a percentage of vanilla ('40%%')")
-    p.add_argument("--solver", default="auto")
+    p.add_argument("--budget", default="50%",
+                   help="bytes, a size (4GiB, 512MB), a percentage of the vanilla peak (40%%) or a fraction of "
+                        "it (0.4); default 50%%")
+    add_solver_argument(p, "auto")
     p.add_argument("--mode", choices=["time", "memory"], default="time")
-    p.add_argument("--cost", choices=["flops", "profile", "paper"], default="flops")
+    p.add_argument("--cost", choices=["flops", "roofline", "paper"], default="flops",
+                   help="op cost model for planning (default flops)")
     p.add_argument("--repeats", type=int, default=5, help="timed step pairs after warm-up (>= 5)")
-    p.add_argument("--json", action="store_true", help="print one JSON object")
+    add_json_arguments(p, full="the plan's full report (every candidate tried)")
 
 
 def load_target(target: str, batch: int | None) -> tuple[Any, Any]:
@@ -41,17 +49,25 @@ def load_target(target: str, batch: int | None) -> tuple[Any, Any]:
     kwargs = {} if batch is None else {"batch": batch}
     if ":" in target:
         mod, _, fn = target.partition(":")
+        import os
+        import sys
+
+        if os.getcwd() not in sys.path and "" not in sys.path:  # the console script's path lacks it
+            sys.path.insert(0, os.getcwd())
         try:
             builder = getattr(importlib.import_module(mod), fn)
         except (ImportError, AttributeError) as e:
-            raise ValueError(f"cannot load {target!r}: {e}") from None
-        return builder(**kwargs)
+            raise InputError(f"cannot load {target!r}: {e}: give package.module:callable importable from "
+                             f"here (the current folder is on the path)") from None
+        with progress.task(f"building {target}"):
+            return builder(**kwargs)
     from .. import zoo
 
     if target not in zoo.names():
-        raise ValueError(f"unknown target {target!r}: use a zoo name ({', '.join(zoo.names())}) "
+        raise InputError(f"unknown target {target!r}: use a zoo name ({', '.join(zoo.names())}) "
                          f"or package.module:callable")
-    return zoo.build(target, **kwargs)
+    with progress.task(f"building {target}"):
+        return zoo.build(target, **kwargs)
 
 
 def gradients_equal(model: torch.nn.Module, optimized: torch.nn.Module, reference: torch.nn.Module,
@@ -79,34 +95,66 @@ def _leaves(out: Any) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
+def report_dict(report: Any) -> dict[str, Any]:
+    """The optimized module's report as a dict, whatever its type (dict or dataclass)."""
+    import dataclasses
+
+    if isinstance(report, dict):
+        return report
+    if dataclasses.is_dataclass(report):
+        return dataclasses.asdict(report)
+    return dict(vars(report))
+
+
 def run(args: argparse.Namespace) -> int:
+    from ..budget import parse
     from ..measure import compare_times, measure, training_step
     from ..optimize import optimize
 
+    parse(args.budget, "--budget")  # refused before the model is built
+    if args.repeats < 1:
+        raise InputError(f"--repeats must be at least 1, got {args.repeats}: the default is 5")
+    if args.batch is not None and args.batch < 1:
+        raise InputError(f"--batch must be a positive batch size, got {args.batch}")
     model, inputs = load_target(args.target, args.batch)
     reference = copy.deepcopy(model)  # same parameters, same buffers: the gradient check's oracle
     optimized = optimize(model, inputs, args.budget, solver=args.solver, mode=args.mode, cost=args.cost)
-    same = gradients_equal(model, optimized, reference, inputs)
-    vanilla = measure(reference, inputs)
-    opt = measure(optimized, inputs)
-    times = compare_times(training_step(reference, inputs), training_step(optimized, inputs),
-                          repeats=max(5, args.repeats))
-    rep = optimized.report
+    with progress.task("checking gradients against the vanilla model"):
+        same = gradients_equal(model, optimized, reference, inputs)
+    with progress.task("measuring the peaks of both steps", total=2) as bar:
+        vanilla = measure(reference, inputs)
+        bar.advance()
+        opt = measure(optimized, inputs)
+        bar.advance()
+    with progress.task(f"timing both steps ({max(5, args.repeats)} pairs after warm-up)"):
+        times = compare_times(training_step(reference, inputs), training_step(optimized, inputs),
+                              repeats=max(5, args.repeats))
+    rep = report_dict(optimized.report)
     result = {
-        "target": args.target, "batch": args.batch, "budget": rep["budget"], "solver": rep["solver"],
+        "target": args.target, "batch": args.batch, "budget": rep.get("budget"), "solver": rep.get("solver"),
         "mode": args.mode, "vanilla_measured_peak": vanilla.peak, "optimized_measured_peak": opt.peak,
-        "vanilla_predicted_peak": rep["vanilla_predicted_peak"], "predicted_peak": rep["predicted_peak"],
+        "vanilla_predicted_peak": rep.get("vanilla_predicted_peak"), "predicted_peak": rep.get("predicted_peak"),
         "method": opt.method, "time_ratio": times["ratio"], "vanilla_step_seconds": times["a_seconds"],
         "optimized_step_seconds": times["b_seconds"], "gradients_identical": same,
-        "graph_nodes": len(optimized.graph), "kept": rep["kept"],
+        "graph_nodes": len(optimized.graph), "kept": rep.get("kept"),
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "torch": torch.__version__},
     }
-    if args.json:
-        emit_json(result)
+    if args.json_full:
+        result["report"] = rep
+    if args.json or args.json_full:
+        emit_json(result, full=args.json_full)
         return 0 if same else 1
-    rows = [(k, result[k]) for k in ("solver", "budget", "vanilla_measured_peak", "optimized_measured_peak",
-                                     "vanilla_predicted_peak", "predicted_peak", "time_ratio",
-                                     "gradients_identical")]
-    table(f"remat run {args.target} (peaks in bytes, measured by {opt.method})", ["field", "value"], rows)
+    base = vanilla.peak
+    rows = [("solver", fmt(result["solver"])),
+            ("budget", f"{size(result['budget'])} ({percent(result['budget'], base)})"),
+            ("vanilla peak, measured", size(base)),
+            ("optimized peak, measured", f"{size(opt.peak)} ({percent(opt.peak, base)})"),
+            ("vanilla peak, predicted", size(result["vanilla_predicted_peak"])),
+            ("optimized peak, predicted", size(result["predicted_peak"])),
+            ("step time ratio", f"{times['ratio']:.3f}x ({seconds(times['b_seconds'])} vs "
+                                f"{seconds(times['a_seconds'])})"),
+            ("gradients identical", fmt(same))]
+    table(f"remat run {args.target} (peaks measured by {opt.method}; % of the vanilla peak)",
+          ["field", "value"], rows)
     return 0 if same else 1

@@ -18,6 +18,7 @@ from typing import Any, Callable
 import torch
 
 from .partitioner import Planner
+from ..errors import InputError
 
 COMPILERS = ("inductor", "eager")
 
@@ -34,8 +35,11 @@ class RematBackend:
             from torch._dynamo.backends.common import aot_autograd
             from torch._dynamo.backends.debugging import boxed_nop
 
-            return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=self.planner,
-                                keep_inference_input_mutations=True)(gm, example_inputs)
+            from .eager_ops import eager_dropout
+
+            with eager_dropout():  # fx codegen only: gradients as eager's, dropout included
+                return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=self.planner,
+                                    keep_inference_input_mutations=True)(gm, example_inputs)
         import torch._inductor.config as inductor_config
         from torch._inductor.compile_fx import compile_fx
 
@@ -54,7 +58,7 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     from ..optimize import candidates, parse_budget
 
     if compiler not in COMPILERS:
-        raise ValueError(f"compiler must be one of {', '.join(COMPILERS)}, got {compiler!r}")
+        raise InputError(f"compiler must be one of {', '.join(COMPILERS)}, got {compiler!r}")
     candidates(solver)  # unknown solver names raise here, not inside torch.compile
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
     return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False), compiler)

@@ -33,6 +33,7 @@ import torch.utils._pytree as pytree
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..graph import Graph
+from ..errors import CaptureError, InputError
 
 MODULE_KEY = "remat_module"
 
@@ -54,6 +55,13 @@ class JointGraph:
     forward: list[fx.Node] = field(default_factory=list)   # forward call_function nodes, in order
     backward: list[fx.Node] = field(default_factory=list)  # backward call_function nodes, in order
     random: frozenset[str] = frozenset()         # planning ids that draw random numbers
+    states: dict[str, str] = field(default_factory=dict)  # random id -> id of the generator state it replays
+
+    @property
+    def pinned(self) -> frozenset[str]:
+        """What a plan must keep: the generator states (a recomputation would read a later state)
+        and the draws that cannot be replayed (``replayable``)."""
+        return frozenset(self.states.values()) | frozenset(v for v in self.random if v not in self.states)
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
 
 
@@ -86,6 +94,40 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def is_random(n: fx.Node) -> bool:
     return n.op == "call_function" and torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ())
+
+
+# ops whose output never requires grad, whatever their inputs (they read shapes, or draw numbers)
+_NOT_DIFFERENTIABLE = frozenset({
+    "empty_like", "zeros_like", "ones_like", "full_like", "rand_like", "randn_like", "randint_like",
+    "bernoulli", "new_empty", "new_zeros", "new_ones", "new_full", "new_empty_strided", "empty_strided"})
+
+
+def _no_grad(n: fx.Node) -> bool:
+    packet = getattr(n.target, "overloadpacket", None)
+    return packet is not None and packet.__name__ in _NOT_DIFFERENTIABLE
+
+
+STATE_SUFFIX = "_rng_state"
+_REPLAY_DEVICES = ("cpu", "cuda")
+
+
+def _device_type(n: fx.Node) -> str | None:
+    devices = {t.device.type for t in _tensors(n.meta.get("val"))}
+    return devices.pop() if len(devices) == 1 else None
+
+
+def replayable(n: fx.Node) -> bool:
+    """A random op whose draws a recomputation can replay: one device whose generator state
+    ``torch.get_rng_state`` / ``torch.cuda.get_rng_state`` reads, and an OpOverload that
+    ``run_with_rng_state`` can call."""
+    return _device_type(n) in _REPLAY_DEVICES and isinstance(n.target, torch._ops.OpOverload)
+
+
+def rng_state_bytes(n: fx.Node) -> int:
+    """Bytes of the generator state saved for a replay (5056 on the CPU, 16 on CUDA)."""
+    if _device_type(n) == "cuda":
+        return 16  # seed and offset of the Philox generator
+    return int(torch.get_rng_state().numel())
 
 
 _BN_BACKWARD = ("native_batch_norm_backward.default",)
@@ -131,12 +173,13 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     forward = [n for n in nodes if is_forward(n)]
     backward = [n for n in nodes if is_backward(n)]
     seq_owner: dict[int, str] = {}
+    states: dict[str, str] = {}  # random planning id -> the planning id of its generator state
     for n in forward:
         ins = [a for a in n.all_input_nodes]
         in_owners = tuple(dict.fromkeys(o for a in ins for o in owners.get(a, ())))
         val = n.meta.get("val")
         floating = any(t.is_floating_point() or t.is_complex() for t in _tensors(val))
-        needs_grad[n] = floating and any(needs_grad.get(a, False) for a in ins)
+        needs_grad[n] = floating and any(needs_grad.get(a, False) for a in ins) and not _no_grad(n)
         if n.target is operator.getitem:
             owners[n] = owners.get(n.args[0], ())
             needs_grad[n] = needs_grad[n.args[0]] and floating
@@ -158,6 +201,11 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             continue
         owners[n] = (n.name,)
         node_of[n.name] = n
+        if is_random(n) and replayable(n):  # its draws are replayed from the generator state before it
+            sid = states[n.name] = f"{n.name}{STATE_SUFFIX}"
+            specs[sid] = {"mem": rng_state_bytes(n), "cost": 0.0, "inputs": (), "op": "rng_state",
+                          "requires_grad": False, "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
+            in_owners = (*in_owners, sid)
         specs[n.name] = {"mem": fresh, "cost": _cost(n, cost, device), "inputs": in_owners,
                          "op": op_name(n.target), "requires_grad": needs_grad[n],
                          "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
@@ -201,7 +249,13 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
                 uses.append(u)
             else:
                 unmodeled += specs[u]["mem"]
-        n = node_of[v]
+        n = node_of.get(v)
+        if n is None:  # a generator state: no op of its own, read by its draw (and its replays)
+            g.add_node(v, mem=s["mem"], cost=s["cost"], inputs=inputs, op=s["op"], bwd_uses=uses,
+                       requires_grad=False)
+            if s["module"] is not None:
+                _set_module(g, v, s["module"])
+            continue
         vals = n.meta.get("val")
         saved_mem = grad_mem = None
         if isinstance(vals, (tuple, list)):
@@ -219,11 +273,12 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
         if s["module"] is not None:
             _set_module(g, v, s["module"])
     if len(g) == 0:
-        raise ValueError(f"{name}'s forward allocates nothing: nothing to plan")
+        raise CaptureError(f"{name}'s forward allocates nothing: nothing to plan")
     g.validate()
     return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
                       group=group, forward=forward, backward=backward,
-                      random=frozenset(v for v, n in node_of.items() if is_random(n)), unmodeled=unmodeled)
+                      random=frozenset(v for v, n in node_of.items() if is_random(n)), states=states,
+                      unmodeled=unmodeled)
 
 
 def _tag_untagged(nodes: list[fx.Node]) -> None:
@@ -351,7 +406,7 @@ def _cost(n: fx.Node, cost: str, device: Any) -> float:
         return flops(n)
     if cost == "paper":
         return 10.0 if "convolution" in op_name(n.target) else 1.0
-    raise ValueError(f"unknown cost {cost!r}: use 'flops', 'roofline' or 'paper'")
+    raise InputError(f"unknown cost {cost!r}: use 'flops', 'roofline' or 'paper'")
 
 
 def total_cost(g: Graph) -> float:

@@ -18,6 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from .eager_ops import eager_dropout
 from .partitioner import Planned, Planner
 
 AUTOCAST_DEVICES = ("cpu", "cuda")
@@ -49,7 +50,11 @@ class _Flat(nn.Module):
 
     def __init__(self, model: nn.Module, args: tuple, kwargs: dict) -> None:
         super().__init__()
-        self.model = model
+        # the model is not a submodule: its parameters and buffers are the step's first inputs, read
+        # when it runs (state()), each tied tensor once, so that the joint graph sums a tied weight's
+        # gradient as eager autograd does and a wrapper that swaps parameters (FSDP2) is followed
+        object.__setattr__(self, "model", model)
+        self.state_names = [n for n, _ in model.named_parameters()] + [n for n, _ in model.named_buffers()]
         leaves, self.in_spec = pytree.tree_flatten((args, kwargs))
         self.positions = [i for i, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         self.consts = [None if isinstance(x, torch.Tensor) else x for x in leaves]
@@ -59,10 +64,13 @@ class _Flat(nn.Module):
         self.autocast = autocast_state()  # applied inside the trace, so the backward is traced without it
 
     def tensors(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
+        """The step's inputs: the model's parameters and buffers as they are now, then the call's tensors."""
         leaves = pytree.tree_leaves((args, kwargs))
-        return [leaves[i] for i in self.positions]
+        return [*state_tensors(self.model, len(self.state_names)), *(leaves[i] for i in self.positions)]
 
     def forward(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        state = dict(zip(self.state_names, flat))
+        flat = flat[len(self.state_names):]
         leaves = list(self.consts)
         for i, t in zip(self.positions, flat):
             leaves[i] = t
@@ -70,7 +78,7 @@ class _Flat(nn.Module):
         with contextlib.ExitStack() as stack:  # the forward's autocast, and only the forward's
             for device, dtype in self.autocast:
                 stack.enter_context(torch.autocast(device_type=device, dtype=dtype))
-            out = _drop_caches(self.model(*a, **kw), self.dropped)
+            out = _drop_caches(torch.func.functional_call(self.model, state, a, kw, tie_weights=True), self.dropped)
         out_leaves, self.out_spec = pytree.tree_flatten(out)
         self.out_consts = [_TENSOR if isinstance(x, torch.Tensor) else x for x in out_leaves]
         return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
@@ -79,6 +87,37 @@ class _Flat(nn.Module):
         it = iter(tensors)
         leaves = [next(it) if c is _TENSOR else c for c in self.out_consts]
         return pytree.tree_unflatten(leaves, self.out_spec)
+
+
+def state_tensors(model: nn.Module, count: int) -> list[torch.Tensor]:
+    """``model``'s parameters and buffers (each tensor once), as a compiled step takes them."""
+    from ..errors import StepError
+
+    state = [*(p for _, p in model.named_parameters()), *(b for _, b in model.named_buffers())]
+    if len(state) != count:
+        raise StepError(f"remat: the model has {len(state)} parameters and buffers, its plan was made for "
+                           f"{count}: parameters were added or removed after remat.optimize; optimize it again")
+    for t in state:
+        if type(t).__name__ == "DTensor":
+            raise StepError(
+                "remat: a parameter is a DTensor (sharded) when the planned step runs: FSDP2's fully_shard was "
+                "applied to a submodule of the optimized model, whose hooks the planned step does not call. "
+                "Apply fully_shard to the module remat.optimize returns, and to nothing inside it: "
+                "fully_shard(remat.optimize(model, ...))")
+    return state
+
+
+def describe(args: tuple, kwargs: dict) -> str:
+    """The input signature in words: ``input_ids 2x16 int64, labels 2x16 int64; autocast cpu bfloat16``."""
+    def one(x: Any) -> str:
+        if isinstance(x, torch.Tensor):
+            return "x".join(map(str, x.shape)) + " " + str(x.dtype).removeprefix("torch.")
+        return type(x).__name__ if isinstance(x, (dict, list, tuple)) else repr(x)[:20]
+
+    parts = [one(a) for a in args] + [f"{k} {one(v)}" for k, v in kwargs.items()]
+    ac = autocast_state()
+    return ", ".join(parts) + "; autocast " + (", ".join(f"{d} {str(t).removeprefix('torch.')}" for d, t in ac)
+                                                if ac else "off")
 
 
 def _drop_caches(out: Any, dropped: list[str]) -> Any:
@@ -117,13 +156,23 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     count = len(planner.planned)
     # autocast: eager autograd runs the backward without it, so is it traced; compiling flag: libraries
     # that branch on tensor values outside torch.compile (Hugging Face's mask helpers) take their
-    # tracing-safe path, as they do under torch.compile
-    with _autocast_off(), _compiling(), _module_paths(model):
-        fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=boxed_nop, bw_compiler=boxed_nop,
-                                   partition_fn=planner)
+    # tracing-safe path, as they do under torch.compile; dropout: traced as eager runs it on this device
+    from .. import progress
+    from ..capture import explain, quiet_torch_logs
+    from ..errors import RematError, StepError
+
+    try:  # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
+        with _autocast_off(), _compiling(), _module_paths(model), eager_dropout(), quiet_torch_logs(), \
+                progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
+            fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=boxed_nop,
+                                       bw_compiler=boxed_nop, partition_fn=planner)
+    except RematError:
+        raise
+    except Exception as e:  # noqa: BLE001 - a tracing failure in the user's model becomes one clear line
+        raise explain(e, type(model).__name__) from e
     if len(planner.planned) == count:
-        raise RuntimeError("remat: nothing in this step needs a gradient (is the model in training mode, "
-                           "and do its parameters require grad?)")
+        raise StepError("remat: nothing in this step needs a gradient: put the model in training mode "
+                        "(model.train()) and let its parameters require grad")
     return Step(flat=flat, fn=fn, planned=planner.planned[-1], compile_seconds=time.perf_counter() - started)
 
 
@@ -162,12 +211,14 @@ def _module_paths(model: nn.Module) -> Any:
             handles.append(sub.register_forward_hook(leave))
     try:
         with fxt.preserve_node_meta():
-            yield
+            try:
+                yield
+            finally:  # a forward that raised left annotations open: close them while the meta is there
+                while stack:
+                    stack.pop().__exit__(None, None, None)
     finally:
         for h in handles:
             h.remove()
-        while stack:
-            stack.pop().__exit__(None, None, None)
 
 
 @contextlib.contextmanager
@@ -205,7 +256,10 @@ class CompiledModule(nn.Module):
     signature + autocast state); evaluation and ``no_grad`` calls run the model itself.
 
     ``module`` is the user's model (its parameters, buffers and ``state_dict``, no prefix). A
-    call with a key not planned yet plans it with ``make_planner()``, once, and says so.
+    call with a key not planned yet is planned once, and says so: by ``replan`` (set by
+    ``remat.optimize``: the budget held as for the first key, measured, verified, cached) when
+    the call's inputs are all positional or all keywords, else with ``make_planner()``.
+    ``reports`` holds each key's report; ``report`` is the one of the key that ran last.
     """
 
     def __init__(self, module: nn.Module, make_planner: Callable[[], Planner]) -> None:
@@ -214,7 +268,14 @@ class CompiledModule(nn.Module):
         self._make_planner = make_planner
         self._steps: dict[tuple, Step] = {}
         self.step: Step | None = None
-        self.report: dict = {}
+        self.report: Any = {}  # remat.report.Report once optimize has planned it
+        self.reports: dict[tuple, Any] = {}
+        self.replan: Callable[[Any], CompiledModule] | None = None  # example inputs -> a module planned for them
+
+    def adopt(self, other: CompiledModule) -> None:
+        """Take over the steps and reports ``other`` (optimized from the same model) planned."""
+        self._steps.update(other._steps)
+        self.reports.update(other.reports)
 
     def compile_for(self, args: tuple, kwargs: dict, planner: Planner | None = None) -> Step:
         """Plan and compile the step for these inputs (replacing any plan of their key)."""
@@ -234,19 +295,48 @@ class CompiledModule(nn.Module):
     def prediction(self) -> Any:
         return None if self.step is None else self.step.planned.prediction
 
+    def explain(self, depth: int | None = None) -> Any:
+        """What the plan keeps and recomputes per module, and the memory timeline of one step
+        (``remat.explain.Explanation``: print it, ``save("plan.png")``, or show it in a notebook)."""
+        from ..errors import StepError
+        from ..explain import explain
+
+        if self.step is None:
+            raise StepError("remat: this module has no plan yet; call remat.optimize(model, inputs, budget) first")
+        return explain(self, depth=depth, budget=self.report.get("budget") if self.report else None)
+
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not (torch.is_grad_enabled() and self.module.training):
             return self.module(*args, **kwargs)
-        step = self._steps.get(plan_key(self.module, args, kwargs))
+        key = plan_key(self.module, args, kwargs)
+        step = self._steps.get(key)
         if step is None:
-            import warnings
-
-            warnings.warn("remat: planning for a new input signature or autocast state (shapes, dtypes, "
-                          "train/eval flags); pass every signature to remat.optimize up front to avoid this",
-                          stacklevel=2)
-            step = self.compile_for(args, kwargs)
-        self.step = step
+            step = self._plan_new(key, args, kwargs)
+        if step is not self.step:
+            self.step = step
+            self.report = self.reports.get(key, self.report)
         return run(step, args, kwargs)
+
+    def _plan_new(self, key: tuple, args: tuple, kwargs: dict) -> Step:
+        import warnings
+
+        how = ("within the budget as the first plan: measured, planned and verified on these inputs"
+               if self.replan is not None and not (args and kwargs) else "planned on the simulated peak")
+        warnings.warn(f"remat: planning for a new input signature or autocast state ({describe(args, kwargs)}): "
+                      f"{how}; pass every signature to remat.optimize(..., shapes=[...]) to plan it up front",
+                      stacklevel=3)
+        if self.replan is not None and not (args and kwargs):
+            self.adopt(self.replan(kwargs if kwargs else args))
+            if key in self._steps:
+                return self._steps[key]
+        return self.compile_for(args, kwargs)
+
+    def _load_from_state_dict(self, state_dict: dict, prefix: str, *args: Any) -> None:
+        """Loaded through a wrapper (DDP, FSDP, a parent module): its keys are the model's under
+        ``prefix``, as ``state_dict`` wrote them; the model is loaded from ``prefix + "module."``."""
+        for k in [k for k in state_dict if k.startswith(prefix)]:
+            state_dict[prefix + "module." + k[len(prefix):]] = state_dict.pop(k)
+        super()._load_from_state_dict(state_dict, prefix, *args)
 
     def state_dict(self, *args: Any, **kwargs: Any) -> dict:
         return self.module.state_dict(*args, **kwargs)

@@ -19,13 +19,18 @@ from typing import Any
 
 import torch.fx as fx
 
+from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
+from .codepeak import CodePeak, code_peak
 from .jointgraph import JointGraph, build, total_cost
 from .split import Split, split
 
+CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the budget
+CODE_SLACK = 0.005   # what the code's peak may exceed the budget by without a re-plan
 
-class BudgetSplitError(ValueError):
+
+class BudgetSplitError(InfeasibleError):
     """A byte budget is used up by the graphs planned before this one (torch.compile graph breaks)."""
 
 
@@ -44,6 +49,12 @@ class Planned:
     kept_bytes: float
     notes: list[str] = field(default_factory=list)
     tried: list[dict] = field(default_factory=list)   # each candidate's plan at each planning budget
+    code: CodePeak | None = None    # the peak of the generated graphs themselves (``codepeak``)
+
+    @property
+    def peak(self) -> float:
+        """The predicted peak of the step as it runs: the generated code's, else the simulated one."""
+        return self.code.peak if self.code is not None else self.prediction.peak
 
     @property
     def recompute_fraction(self) -> float:
@@ -55,10 +66,15 @@ class Planned:
         return {"graph": self.joint.graph.name, "nodes": len(self.joint.graph), "solver": self.plan.solver,
                 "chosen": self.plan.stats.get("chosen", self.plan.solver),
                 "budget": self.budget, "vanilla_predicted_peak": self.vanilla,
-                "predicted_peak": self.prediction.peak, "recompute_cost": self.prediction.recompute_cost,
+                "predicted_peak": self.peak, "simulated_peak": self.prediction.peak,
+                "recompute_cost": self.prediction.recompute_cost,
                 "recompute_fraction": self.recompute_fraction, "kept_bytes": self.kept_bytes,
                 "saved_values": len(self.split.saved), "recomputed_ops": self.split.recomputed,
                 "unplanned_ops": self.split.unplanned, "planning_seconds": self.seconds, "notes": self.notes}
+
+
+class StalePlanError(RematError, ValueError):
+    """A stored plan (plan cache, ``optimize(plan=...)``) was made for another joint graph."""
 
 
 class Planner:
@@ -70,12 +86,15 @@ class Planner:
     (``optimize`` tightens it after a measured step came out over). ``strict=False`` (the
     backend): a graph whose floor is above a percentage budget (a loss computed in a graph of its
     own after a graph break) is planned at its floor, with a warning, instead of failing.
+    ``plan``: a stored plan (``Plan.load``, the plan cache) for the first graph: no solver runs; its
+    recorded graph fingerprint must be this graph's, else ``StalePlanError``.
     """
 
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = "flops",
                  vanilla: float | None = None, device: Any = None, name: str = "model",
-                 planning_budget: float | None = None, strict: bool = True) -> None:
+                 planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None) -> None:
         self.budget = budget
+        self.plan = plan
         self.solver = solver
         self.mode = mode
         self.cost = cost
@@ -96,9 +115,11 @@ class Planner:
         jg = build(gm, num_fwd_outputs, cost=self.cost, name=self.name if not self.planned else
                    f"{self.name}#{len(self.planned)}", device=self.device)
         graph = jg.graph
-        graph.pinned = jg.random  # dropout draws are kept, never redrawn
+        graph.pinned = jg.pinned  # always kept: generator states (draws are replayed), unreplayable draws
         vanilla = vanilla_peak(graph)
         notes: list[str] = []
+        if self.plan is not None and not self.planned:
+            return self._stored(jg, vanilla, started)
         relative = _is_relative(self.budget)
         base = self.vanilla if (self.vanilla is not None and not self.planned) else vanilla
         target = parse_budget(self.budget, base)
@@ -120,27 +141,102 @@ class Planner:
         if target >= vanilla or whole:  # nothing to recompute: the plain step
             choice = plan_within(graph, target, "none", self.mode, base=base)
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
+            steps, prediction, sp, code = self._split(jg, choice)
         else:
-            try:
-                choice = plan_within(graph, target, self.solver, self.mode, base=base)
-            except BudgetError:
-                if self.strict or not relative:
-                    raise
-                choice = smallest_choice(graph, self.solver, self.mode)
-                if choice is None:
-                    raise
-                notes.append(f"{self.budget} of this graph's peak is below what any plan reaches: planned at "
-                             f"its floor, {100 * choice.peak / max(vanilla, 1):.1f}%")
-                warnings.warn(f"remat: graph {graph.name}: {notes[-1]}", stacklevel=2)
-        steps, prediction = _executed(graph, choice.plan)
-        sp = split(jg, steps)
+            # the generated code runs ops the planning graph does not model (a loss's backward
+            # temporaries): while its own peak is over the budget, plan again within less
+            planning, floor = target, False
+            choice = self._choose(graph, planning, base, relative, vanilla, notes)
+            for _ in range(CODE_ROUNDS):
+                steps, prediction, sp, code = self._split(jg, choice)
+                over = code.peak - target
+                if over <= CODE_SLACK * target or choice.plan.stats.get("floor"):
+                    break
+                planning -= over
+                try:
+                    retry = plan_within(graph, planning, self.solver, self.mode, base=base)
+                except BudgetError:
+                    floor = True
+                    break
+                notes.append(f"the generated code peaks {over:.0f} bytes over the budget: planned again within "
+                             f"{planning:.0f}")
+                choice = retry
+            else:
+                steps, prediction, sp, code = self._split(jg, choice)
+            if code.peak - target > CODE_SLACK * target:
+                notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
+                             + (" (no plan within less exists)" if floor else ""))
+        choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
         self.spent += kept_bytes
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
-                                    tried=choice.tried))
+                                    tried=choice.tried, code=code))
         return sp.forward, sp.backward
+
+
+    def _choose(self, graph: Any, target: float, base: float, relative: bool, vanilla: float,
+                notes: list[str]) -> Any:
+        """The solver's plan within ``target``, or (backend, percentage budget) its floor."""
+        from ..optimize import BudgetError, plan_within, smallest_choice
+
+        try:
+            return plan_within(graph, target, self.solver, self.mode, base=base)
+        except BudgetError:
+            if self.strict or not relative:
+                raise
+            choice = smallest_choice(graph, self.solver, self.mode)
+            if choice is None:
+                raise
+            choice.plan.stats["floor"] = True
+            notes.append(f"{self.budget} of this graph's peak is below what any plan reaches: planned at "
+                         f"its floor, {100 * choice.peak / max(vanilla, 1):.1f}%")
+            warnings.warn(f"remat: graph {graph.name}: {notes[-1]}", stacklevel=3)
+            return choice
+
+    def _split(self, jg: JointGraph, choice: Any) -> tuple[list, Simulation, Split, CodePeak]:
+        """The executed schedule of a choice, its split into two graphs, and their own peak."""
+        from ..runtime import _executed
+
+        steps, prediction = _executed(jg.graph, choice.plan)
+        sp = split(jg, steps)
+        return steps, prediction, sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs)
+
+    def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """Split by the stored plan ``self.plan``, after checking it was made for this graph."""
+        from ..runtime import _executed
+
+        graph, plan = jg.graph, self.plan
+        made_for = (plan.stats or {}).get("graph") or {}
+        here = fingerprint(graph)
+        if made_for.get("fingerprint") != here["fingerprint"]:
+            raise StalePlanError(
+                f"the stored plan was made for another graph ({made_for.get('nodes', '?')} nodes, fingerprint "
+                f"{str(made_for.get('fingerprint', '?'))[:12]}); this step traces to {here['nodes']} nodes, "
+                f"fingerprint {here['fingerprint'][:12]} (the model's code, torch or remat changed)")
+        target = float(plan.stats.get("target", plan.budget or vanilla))
+        steps, prediction = _executed(graph, plan)
+        sp = split(jg, steps)
+        code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs)
+        kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
+        self.spent += kept_bytes
+        self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
+                                    budget=target, split=sp, seconds=time.perf_counter() - started,
+                                    kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code))
+        return sp.forward, sp.backward
+
+
+def fingerprint(graph: Any) -> dict[str, Any]:
+    """What a plan is valid for: the planning graph's node count and a hash of its nodes (names,
+    ops, bytes, inputs) in order."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for v in graph.order:
+        n = graph[v]
+        h.update(repr((v, n.op, n.mem, tuple(n.inputs))).encode())
+    return {"nodes": len(graph), "fingerprint": h.hexdigest()}
 
 
 def _kept(graph: Any, steps: list) -> set[str]:
@@ -151,7 +247,7 @@ def _kept(graph: Any, steps: list) -> set[str]:
 
 
 def _is_relative(budget: Any) -> bool:
-    if isinstance(budget, str):
-        return budget.strip().endswith("%")
-    return isinstance(budget, float) and 0 < budget < 1
+    from ..budget import is_relative
+
+    return is_relative(budget)  # "40%", 0.4 or "0.4": of the vanilla peak
 

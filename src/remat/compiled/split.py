@@ -23,13 +23,14 @@ from dataclasses import dataclass
 
 import torch
 import torch.fx as fx
+import torch.utils._pytree as pytree
 from torch._functorch._aot_autograd.descriptors import SavedForBackwardsAOTOutput
 from torch._functorch._aot_autograd.utils import _is_bwd_seed_offset, _is_fwd_seed_offset, _is_primal, _is_tangent
 from torch._functorch.partitioners import _extract_fwd_bwd_outputs, _extract_graph_with_inputs_outputs
 from torch.fx._lazy_graph_module import _make_graph_module
 
 from ..plan import Step
-from .jointgraph import JointGraph, is_forward, is_tangent, unused_reads
+from .jointgraph import STATE_SUFFIX, JointGraph, is_forward, is_tangent, unused_reads
 
 
 @dataclass
@@ -63,10 +64,13 @@ def split(jg: JointGraph, steps: list[Step]) -> Split:
     fw_graph = _extract_graph_with_inputs_outputs(
         jg.gm.graph, primals + [n for n in placeholders if _is_fwd_seed_offset(n)], fwd_out + saved,
         fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved))], "forward")
+    replayed = emitter.replayed()
+    _save_generator_states(fw_graph, [jg.node_of[u].name for u in replayed], len(fwd_out))
     fw = _make_graph_module(jg.gm, fw_graph)
     bw_inputs = saved + [n for n in placeholders if _is_tangent(n) or _is_bwd_seed_offset(n)]
     bw = emitter.emit(bw_inputs, bwd_out, bwd_descs)
-    return Split(forward=fw, backward=bw, saved=[n.name for n in saved], recomputed=emitter.recomputed,
+    return Split(forward=fw, backward=bw, saved=[jg.node_of[u].name + STATE_SUFFIX for u in replayed] +
+                 [n.name for n in saved], recomputed=emitter.recomputed,
                  unplanned=emitter.unplanned)
 
 
@@ -79,6 +83,13 @@ class _Emitter:
         self.segments = segments
         self.recomputed = 0
         self.unplanned = 0
+        self._replayed: dict[str, None] = {}  # random planning ids the backward recomputes
+
+    def replayed(self) -> list[str]:
+        """Random planning ids the backward recomputes (after ``needed_saved``), in forward order:
+        the forward saves the generator state before each, the backward replays from it."""
+        order = {v: i for i, v in enumerate(self.jg.graph.order)}
+        return sorted(self._replayed, key=order.__getitem__)
 
     # the walk, shared by both passes: ``read`` returns the value for a forward fx node
     def _walk(self, read, recompute, emit) -> None:
@@ -123,6 +134,8 @@ class _Emitter:
             for a in n.all_input_nodes:
                 read(a)
             copies.add(u)
+            if u in self.jg.states:
+                self._replayed[u] = None
 
         def emit(b: fx.Node) -> None:
             for a in _without_unused_reads(b).all_input_nodes:
@@ -138,6 +151,10 @@ class _Emitter:
         g = fx.Graph()
         env: dict[fx.Node, fx.Node] = {}       # joint node -> node in g (saved, tangents, backward)
         copy_of: dict[str, dict[fx.Node, fx.Node]] = {}  # planning id -> joint fx value -> its current copy
+        state_of: dict[str, fx.Node] = {}  # random planning id -> its generator state (saved first)
+        for u in self.replayed():
+            state_of[u] = g.placeholder(f"{self.jg.node_of[u].name}{STATE_SUFFIX}")
+            state_of[u].meta["val"] = _fake_state(self.jg.node_of[u])
         for n in inputs:
             new = g.placeholder(n.name)
             new.meta = dict(n.meta)
@@ -174,8 +191,21 @@ class _Emitter:
 
         def recompute(u: str, planned: bool) -> None:
             n = self.jg.node_of[u]
-            new = g.node_copy(_without_state_update(n), lambda x: value(x))
+            if u in state_of:  # the same draws as the forward's: run from the generator state saved before it
+                args, kwargs = fx.map_arg((n.args, n.kwargs), value)
+                new = g.call_function(_RUN_WITH_STATE, (state_of[u], n.target, *args), kwargs)
+                new.meta = dict(n.meta)
+            else:
+                new = g.node_copy(_without_state_update(n), lambda x: value(x))
             copy_of[u] = {n: new}
+            # every output of a multi-output op the backward reads, right away: a getitem derived
+            # later (batch norm's mean, read by its backward step) would keep the whole tuple, the
+            # large output included, alive until then
+            for user in n.users:
+                if (user.target is operator.getitem and (new.target is not _BN_NO_STATS or user.args[1] < 3)
+                        and all(o in copy_of for o in owner.get(user, (u,)))
+                        and any(not is_forward(x) for x in user.users)):
+                    derived(user)
             self.recomputed += 1
             self.unplanned += not planned
 
@@ -191,6 +221,54 @@ class _Emitter:
                 n.meta["autograd_backward"] = True
         g.lint()
         return _make_graph_module(self.jg.gm, g)
+
+
+_RUN_AND_SAVE = torch._prims.rng_prims.run_and_save_rng_state
+_RUN_WITH_STATE = torch._prims.rng_prims.run_with_rng_state
+
+
+def _fake_state(n: fx.Node) -> torch.Tensor:
+    """A fake tensor shaped like the generator state of ``n``'s device (what the graphs carry)."""
+    val = next(t for t in pytree.tree_leaves(n.meta["val"]) if isinstance(t, torch.Tensor))
+    real = torch.cuda.get_rng_state() if val.device.type == "cuda" else torch.get_rng_state()
+    fake_mode = getattr(val, "fake_mode", None)
+    if fake_mode is None:
+        return real
+    with fake_mode:
+        return fake_mode.from_tensor(real)
+
+
+def _save_generator_states(fw: fx.Graph, names: list[str], num_fwd_outputs: int) -> None:
+    """Each named random op of the forward becomes ``run_and_save_rng_state``: the same draws,
+    and the generator state before them, returned as the first saved values (the backward's
+    first inputs), ahead of any saved symbolic sizes, which AOTAutograd expects last."""
+    if not names:
+        return
+    by_name = {n.name: n for n in fw.nodes}
+    states = []
+    for name in names:
+        n = by_name[name]
+        with fw.inserting_before(n):
+            pair = fw.call_function(_RUN_AND_SAVE, (n.target, *n.args), dict(n.kwargs))
+            state = fw.call_function(operator.getitem, (pair, 0))
+            out = fw.call_function(operator.getitem, (pair, 1))
+        state.meta["val"] = _fake_state(n)
+        pair.meta = {k: v for k, v in n.meta.items() if k != "val"}
+        out.meta = dict(n.meta)
+        n.replace_all_uses_with(out)
+        fw.erase_node(n)
+        states.append(state)
+    output = next(iter(fw.find_nodes(op="output")))
+    outs = list(output.args[0])
+    descs = list(output.meta.get("desc") or [])
+    outs[num_fwd_outputs:num_fwd_outputs] = states
+    if descs:
+        saved = [SavedForBackwardsAOTOutput(i) for i in range(len(outs) - num_fwd_outputs)]
+        descs = descs[:num_fwd_outputs] + saved
+    output.args = (tuple(outs),)
+    if descs:
+        output.meta["desc"] = descs
+    fw.lint()
 
 
 _BN_FUNCTIONAL = torch.ops.aten._native_batch_norm_legit_functional.default

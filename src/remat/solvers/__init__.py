@@ -12,6 +12,7 @@ import pkgutil
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import UnknownSolverError
 from ..plan import Plan
 
 SolverFn = Callable[..., Plan]
@@ -55,7 +56,8 @@ def registry() -> dict[str, SolverSpec]:
 def get(name: str) -> SolverSpec:
     reg = registry()
     if name not in reg:
-        raise ValueError(f"unknown solver {name!r}; known solvers: {', '.join(sorted(reg))}")
+        raise UnknownSolverError(f"unknown solver {name!r}; known solvers: {', '.join(sorted(reg))}: "
+                                 f"pass one of these names")
     return reg[name]
 
 

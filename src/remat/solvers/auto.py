@@ -29,6 +29,7 @@ import multiprocessing
 import time
 from typing import Any, Callable
 
+from ..errors import SolverError
 from ..graph import Graph
 from ..plan import Plan, infeasible
 from . import get, register
@@ -195,7 +196,7 @@ def isolated(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float, 
             raise _TimedOut(f"{label} stopped after its share of auto's time limit ({timeout:.3g} s)")
         kind, value = recv.recv()
     except EOFError:
-        raise RuntimeError(f"{label} ended without an answer (exit code {child.exitcode})") from None
+        raise SolverError(f"{label} ended without an answer (exit code {child.exitcode})") from None
     finally:
         recv.close()
         if child.is_alive():

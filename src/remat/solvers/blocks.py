@@ -28,6 +28,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 
+from ..errors import SolverError
 from ..coarsen import expensive
 from ..graph import Graph
 from ..plan import Plan
@@ -60,12 +61,12 @@ def find_blocks(graph: Graph) -> tuple[str, list[str], dict[str, str]]:
                 indices[prefix].add(part)
                 covered[prefix] += 1
     if not any(paths.values()):
-        raise ValueError("blocks: the graph has no module paths (Node.module): capture one with module "
-                         "information, or use another solver")
+        raise SolverError("blocks: the graph has no module paths (Node.module): capture one with module "
+                          "information, or use another solver")
     repeated = [p for p in indices if len(indices[p]) >= 2]
     if not repeated:
-        raise ValueError("blocks: no repeated submodule (a module list such as model.layers.0, "
-                         "model.layers.1, ...) among the graph's module paths")
+        raise SolverError("blocks: no repeated submodule (a module list such as model.layers.0, "
+                          "model.layers.1, ...) among the graph's module paths")
     prefix = max(repeated, key=lambda p: (len(indices[p]), covered[p], -len(p)))
     block_of: dict[str, str] = {}
     first: dict[str, int] = {}

@@ -79,6 +79,7 @@ import math
 import time
 from typing import Iterable, Sequence
 
+from ..errors import SolverError
 from ..graph import Graph
 from ..lowerset import Poset
 from ..plan import Plan, Step
@@ -196,7 +197,7 @@ def minima_cuts(graph: Graph) -> list[bool]:
 
 def cut_flags(graph: Graph, cuts: str = "single") -> list[bool]:
     if cuts not in CUTS:
-        raise ValueError(f"cuts must be one of {CUTS} or 'search', got {cuts!r}")
+        raise SolverError(f"cuts must be one of {CUTS} or 'search', got {cuts!r}")
     return single_cuts(graph) if cuts == "single" else minima_cuts(graph)
 
 
@@ -349,11 +350,11 @@ def solve(graph: Graph, budget: float | None = None, segments: str = "none", thr
           cuts: str = "search") -> Plan:
     """Drop cheap results (seed 002 §4.2), optionally within sqrt(n) or Alg. 3 segments."""
     if segments not in SEGMENTS:
-        raise ValueError(f"segments must be one of {SEGMENTS}, got {segments!r}")
+        raise SolverError(f"segments must be one of {SEGMENTS}, got {segments!r}")
     if threshold is not None and not (isinstance(threshold, (int, float)) and threshold >= 0):
-        raise ValueError(f"threshold must be a number >= 0 (a multiple of T(V)/M(V)) or None, got {threshold!r}")
+        raise SolverError(f"threshold must be a number >= 0 (a multiple of T(V)/M(V)) or None, got {threshold!r}")
     if max_chain != "search" and max_chain is not None and not (isinstance(max_chain, int) and max_chain >= 1):
-        raise ValueError(f"max_chain must be an integer >= 1, None (unbounded) or 'search', got {max_chain!r}")
+        raise SolverError(f"max_chain must be an integer >= 1, None (unbounded) or 'search', got {max_chain!r}")
     started = time.perf_counter()
     name = name or {"none": "chen-drop-cheap", "sqrt": "chen-drop-cheap-sqrt",
                     "greedy": "chen-drop-cheap-greedy"}[segments]

@@ -59,6 +59,7 @@ import math
 import sys
 import time
 
+from ..errors import SolverError
 from ..graph import Graph
 from ..plan import Plan, Step
 from ..simulate import simulate_training
@@ -138,7 +139,7 @@ def recursive_schedule(graph: Graph, k: int | None = 1, levels: int | None = Non
 
 def _check(name: str, value: int | None) -> None:
     if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
-        raise ValueError(f"{name} must be an integer >= 1 or None, got {value!r}")
+        raise SolverError(f"{name} must be an integer >= 1 or None, got {value!r}")
 
 
 def max_levels(graph: Graph) -> int:
@@ -153,7 +154,7 @@ def solve(graph: Graph, budget: float | None = None, *, k: int | None = None, le
     _check("k", k)
     _check("levels", levels)
     if k is not None and levels is not None:
-        raise ValueError("give k (stored values per level) or levels (recursion depth), not both")
+        raise SolverError("give k (stored values per level) or levels (recursion depth), not both")
     started = time.perf_counter()
     if k is not None or levels is not None or budget is None:
         configs = [(k if k is not None or levels is not None else 1, levels)]

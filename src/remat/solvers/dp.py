@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy.sparse import csr_matrix
 
+from ..errors import SolverError
 from .. import canonical
 from ..coarsen import Coarsening
 from ..graph import Graph
@@ -394,15 +395,15 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
               coarsen: bool | None = False) -> Plan:
     started = time.perf_counter()
     if resolution < 0 or (time_limit is not None and not time_limit > 0):
-        raise ValueError(f"{name}: resolution must be >= 0 and time_limit > 0 seconds, "
-                         f"got {resolution!r} and {time_limit!r}")
+        raise SolverError(f"{name}: resolution must be >= 0 and time_limit > 0 seconds, "
+                          f"got {resolution!r} and {time_limit!r}")
     p = Poset.of(graph)
     if coarsen is None:
         coarsen = len(graph) >= COARSEN_NODES
     try:
         fam = _family(p, exact, cap, graph if coarsen and not exact else None)
     except TooManyLowerSets as e:
-        raise ValueError(f"{name}: {e}") from None
+        raise SolverError(f"{name}: {e}") from None
     if mode == "memory" and budget is None:
         budget_used = _min_peak(p, fam, graph)
     else:
@@ -452,8 +453,8 @@ def solve_exhaustive(graph: Graph, budget: float | None = None, mode: str = "tim
     """Exhaustive search over all lower-set sequences (seed 000 §4.1); small graphs only."""
     started = time.perf_counter()
     if len(graph) > max_nodes:
-        raise ValueError(f"dp-exhaustive refuses graphs above {max_nodes} nodes (this one has "
-                         f"{len(graph)}): use solver='dp-exact', which finds the same optimum")
+        raise SolverError(f"dp-exhaustive refuses graphs above {max_nodes} nodes (this one has "
+                          f"{len(graph)}): use solver='dp-exact', which finds the same optimum")
     p = Poset.of(graph)
     lowers = p.lower_sets(cap=1 << max_nodes)
     limit = float("inf") if budget is None else float(budget)

@@ -67,6 +67,7 @@ from typing import Callable
 
 import networkx as nx
 
+from ..errors import SolverError
 from .. import joint
 from ..graph import Graph
 from ..plan import Plan
@@ -313,9 +314,9 @@ def kumar_path_sequence(graph: Graph, final: str, k: int | None = 1,
                         balance: float = BALANCE) -> tuple[list[str], dict]:
     """kumar-path(k) schedule of ``final`` and statistics; ``k=None`` with ``fits`` as twremat."""
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-        raise ValueError(f"k must be an integer >= 1 (the recursion cut-off of seed 004 §4.3) or None, got {k!r}")
+        raise SolverError(f"k must be an integer >= 1 (the recursion cut-off of seed 004 §4.3) or None, got {k!r}")
     if not (isinstance(balance, (int, float)) and 0.5 <= balance <= 1):
-        raise ValueError(f"balance must be in [0.5, 1] (the largest side a separator may leave), got {balance!r}")
+        raise SolverError(f"balance must be in [0.5, 1] (the largest side a separator may leave), got {balance!r}")
     t0 = time.perf_counter()
     pd, order, widths = decomposition(graph, final)
     h = PathHierarchy(pd, order, balance)

@@ -78,6 +78,7 @@ import numpy as np
 from scipy.optimize import Bounds, LinearConstraint, milp
 from scipy.sparse import coo_matrix
 
+from ..errors import SolverError
 from .. import schedule as lowering
 from ..graph import Graph
 from ..plan import Plan, Step
@@ -420,12 +421,13 @@ class _Best:
 
 @register("milp", min_budget=lambda g, **o: min_peak(g, **o).peak)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
-          time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
+          time_limit: float | None = None, runs: int = 1, forward_runs: int = 1,
           backward_order: str = "free", warm_start: bool = True, mip_rel_gap: float = 1e-6,
           **options) -> Plan:
     """Optimal schedule by mixed-integer programming (Checkmate, HiGHS); small graphs.
 
-    ``time_limit`` (seconds, the whole call) bounds HiGHS; ``plan.status`` is "optimal",
+    ``time_limit`` (seconds, the whole call; default ``DEFAULT_TIME_LIMIT``, read at call time)
+    bounds HiGHS; ``plan.status`` is "optimal",
     "time_limit" (an incumbent not proven optimal, or none: then feasible=False) or
     "infeasible". ``runs`` and ``forward_runs`` widen the class of schedules searched (module
     docstring); ``backward_order="fixed"`` back-propagates in reverse topological order
@@ -439,6 +441,7 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     time limit stopped it with an incumbent.
     """
     started = time.perf_counter()
+    time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
     _check_options(time_limit, runs, forward_runs, backward_order)
     vanilla = lowering.vanilla(graph)
     if within(simulate_training(graph, vanilla).peak, budget):  # nothing to recompute: least cost
@@ -535,8 +538,8 @@ def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1
     status, res, stats = _run(form, time_limit, 1e-9, {"runs": runs, "forward_runs": forward_runs,
                                                        "backward_order": backward_order})
     if res.x is None:
-        raise RuntimeError(f"milp found no schedule of {graph.name!r} within {time_limit:g} s: "
-                           f"raise time_limit ({res.message})")
+        raise SolverError(f"milp found no schedule of {graph.name!r} within {time_limit:g} s: "
+                          f"raise time_limit ({res.message})")
     steps = form.steps(res.x)
     peak = simulate_training(graph, steps).peak
     if any(graph[v].grad_alias for v in graph.order):  # the program may count more than simulate
@@ -562,9 +565,9 @@ def _plan(graph: Graph, steps: list[Step], budget: float | None, started: float,
 
 def _check_options(time_limit: float, runs: int, forward_runs: int, backward_order: str) -> None:
     if not time_limit > 0:
-        raise ValueError(f"milp: time_limit must be > 0 seconds, got {time_limit!r}")
+        raise SolverError(f"milp: time_limit must be > 0 seconds, got {time_limit!r}")
     for name, k in (("runs", runs), ("forward_runs", forward_runs)):
         if not isinstance(k, int) or k < 1:
-            raise ValueError(f"milp: {name} must be an integer >= 1, got {k!r}")
+            raise SolverError(f"milp: {name} must be an integer >= 1, got {k!r}")
     if backward_order not in ("free", "fixed"):
-        raise ValueError(f"milp: backward_order must be 'free' or 'fixed', got {backward_order!r}")
+        raise SolverError(f"milp: backward_order must be 'free' or 'fixed', got {backward_order!r}")

@@ -61,6 +61,7 @@ from typing import Iterable
 
 from networkx.utils import UnionFind
 
+from ..errors import SolverError
 from ..graph import Graph
 from ..plan import Plan
 from . import register
@@ -114,11 +115,11 @@ def solve(graph: Graph, budget: float | None = None, method: str = "auto", **opt
 def _run(graph: Graph, method: str) -> tuple[list[str], dict]:
     """The kept ids and the stats of the chosen algorithm."""
     if method not in METHODS:
-        raise ValueError(f"reforward: method must be one of {', '.join(METHODS)}, got {method!r}")
+        raise SolverError(f"reforward: method must be one of {', '.join(METHODS)}, got {method!r}")
     chain = is_chain(graph)
     if method == "linear" and not chain:
-        raise ValueError(f"reforward: method='linear' needs a chain, and graph {graph.name!r} "
-                         "is not one; use method='arbitrary' or 'auto'")
+        raise SolverError(f"reforward: method='linear' needs a chain, and graph {graph.name!r} "
+                          "is not one; use method='arbitrary' or 'auto'")
     if method == "linear" or (method == "auto" and chain):
         order = graph.order
         sol = solve_linear([graph[v].mem for v in order])

@@ -35,6 +35,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
+from ..errors import SolverError
 from .. import joint
 from ..graph import Graph
 from ..plan import Plan
@@ -336,8 +337,8 @@ def twremat_sequence(graph: Graph, final: str, k: int | None = 1,
     If none fits, TWRemat(1), the least memory it can do. ``k=None`` without ``fits`` is k=1.
     """
     if k is not None and (not isinstance(k, int) or isinstance(k, bool) or k < 1):
-        raise ValueError(f"k must be an integer >= 1 (the recursion cut-off of seed 004 §4.3) "
-                         f"or None, got {k!r}")
+        raise SolverError(f"k must be an integer >= 1 (the recursion cut-off of seed 004 §4.3) "
+                          f"or None, got {k!r}")
     nodes = joint.ancestors(graph, [final])
     t0 = time.perf_counter()
     raw = decompose(undirected(graph, nodes))

@@ -40,6 +40,7 @@ from . import custom as _custom
 from . import inception as _inc
 from . import segmentation as _seg
 from . import sequence as _seq
+from ..errors import InputError
 
 
 @dataclass(frozen=True)
@@ -56,7 +57,7 @@ class Spec:
 
 def _resnet(depth: int | None = None, preact: bool = False, num_classes: int = 1000) -> nn.Module:
     if depth is None:
-        raise ValueError("resnet needs depth=..., e.g. build('resnet', batch=32, depth=1001)")
+        raise InputError("resnet needs depth=..., e.g. build('resnet', batch=32, depth=1001)")
     return _cls.make_resnet(depth, preact=preact, num_classes=num_classes)
 
 
@@ -98,7 +99,7 @@ def spec(name: str) -> Spec:
     try:
         return SPECS[name]
     except KeyError:
-        raise ValueError(f"unknown network {name!r}; remat.zoo.names() lists: {', '.join(SPECS)}") from None
+        raise InputError(f"unknown network {name!r}; remat.zoo.names() lists: {', '.join(SPECS)}") from None
 
 
 def build(name: str, batch: int | None = None, *, device: str | torch.device = "cpu",
@@ -117,9 +118,9 @@ def build(name: str, batch: int | None = None, *, device: str | torch.device = "
     sp = spec(name)
     batch = sp.batch if batch is None else batch
     if not isinstance(batch, int) or batch < 1:
-        raise ValueError(f"batch must be a positive int, got {batch!r}")
+        raise InputError(f"batch must be a positive int, got {batch!r}")
     if image_size is not None and sp.inputs != "image":
-        raise ValueError(f"{name} does not read images; image_size applies to image nets only")
+        raise InputError(f"{name} does not read images; image_size applies to image nets only")
     size = sp.image_size if image_size is None else image_size
     if sp.size_option:
         options["image_size"] = size
@@ -156,7 +157,7 @@ def loss(output: Any) -> torch.Tensor:
         return sum((loss(o) for o in output), torch.zeros((), device=_first_device(output)))
     if isinstance(output, dict):
         return loss(list(output.values()))
-    raise TypeError(f"cannot form a loss from a {type(output).__name__}; expected tensors")
+    raise InputError(f"cannot form a loss from a {type(output).__name__}; expected tensors")
 
 
 def _first_device(output: Any) -> torch.device:

@@ -33,6 +33,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from ..graph import Graph
+from ..errors import InputError
 
 COSTS = ("paper", "flops")
 CONV_COST = 10  # seed 000 §3: "Tv = 10 for convolutional node, and Tv = 1 for all other types"
@@ -67,7 +68,7 @@ def graph(name: str, batch: int | None = None, cost: str = "paper", **options: A
     from . import build
 
     if cost not in COSTS:
-        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        raise InputError(f"cost must be one of {COSTS}, got {cost!r}")
     options.setdefault("device", "meta")
     model, inputs = build(name, batch, **options)
     return trace_graph(model, inputs, name=name, cost=cost)
@@ -80,7 +81,7 @@ def trace_graph(model: nn.Module, inputs: tuple[torch.Tensor, ...], name: str = 
     Pass meta tensors (and a meta model) to spend no memory.
     """
     if cost not in COSTS:
-        raise ValueError(f"cost must be one of {COSTS}, got {cost!r}")
+        raise InputError(f"cost must be one of {COSTS}, got {cost!r}")
     gm = fx.GraphModule(model, fx.Tracer().trace(model))
     recorder = _Recorder(gm, count_flops=cost == "flops")
     recorder.run(*inputs)
@@ -134,7 +135,7 @@ def _to_graph(gm: fx.GraphModule, rec: _Recorder, name: str, cost: str) -> Graph
         elif n.op == "output":
             outs = [alias[a.name] for a in n.all_input_nodes if a.name in alias]
             if not outs:
-                raise ValueError(f"{name}: the model's output does not depend on its inputs")
+                raise InputError(f"{name}: the model's output does not depend on its inputs")
             g.add_node("loss", mem=4, cost=1, inputs=dict.fromkeys(outs), op="loss")
         elif n.op.startswith("call_") and any(a.name in derived for a in n.all_input_nodes):
             derived.add(n.name)

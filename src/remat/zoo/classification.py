@@ -19,6 +19,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 # ---- AlexNet ---------------------------------------------------------------------------------
 
 
@@ -194,7 +196,7 @@ def resnet_layers(depth: int) -> tuple[int, int, int, int]:
     if depth in RESNET_LAYERS and RESNET_LAYERS[depth][0] is Bottleneck:
         return RESNET_LAYERS[depth][1]
     if depth < 14:
-        raise ValueError(f"resnet depth must be at least 14 (one bottleneck block per stage), got {depth}")
+        raise InputError(f"resnet depth must be at least 14 (one bottleneck block per stage), got {depth}")
     blocks = (depth - 2) // 3
     base, extra = divmod(blocks, 4)
     per_stage = [base] * 4
@@ -276,7 +278,7 @@ def make_resnet(depth: int, preact: bool = False, num_classes: int = 1000) -> Re
         block, layers = RESNET_LAYERS[depth]
         return ResNet(block, layers, num_classes)
     if depth in (18, 34) and preact:
-        raise ValueError("preact=True builds bottleneck blocks; use a depth of 50 or more")
+        raise InputError("preact=True builds bottleneck blocks; use a depth of 50 or more")
     block = PreActBottleneck if preact else Bottleneck
     return ResNet(block, resnet_layers(depth), num_classes)
 

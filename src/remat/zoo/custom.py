@@ -21,6 +21,8 @@ from __future__ import annotations
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 
 def _conv_bn(cin: int, cout: int, kernel: int, stride: int) -> nn.Sequential:
     return nn.Sequential(nn.Conv2d(cin, cout, kernel, stride=stride, padding=kernel // 2, bias=False),
@@ -47,7 +49,7 @@ class CustomNet(nn.Module):
                  channels: tuple[int, ...] = (64, 128, 256, 512)) -> None:
         super().__init__()
         if cells < 1:
-            raise ValueError(f"customnet needs at least one cell per stage, got cells={cells}")
+            raise InputError(f"customnet needs at least one cell per stage, got cells={cells}")
         self.stem = nn.Sequential(nn.Conv2d(3, channels[0], 7, stride=2, padding=3, bias=False),
                                   nn.BatchNorm2d(channels[0]), nn.ReLU(), nn.MaxPool2d(3, 2, padding=1))
         self.stem2 = nn.Sequential(_conv_bn(channels[0], channels[0], 3, 1), nn.ReLU())

@@ -17,6 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from .classification import Bottleneck, ResNet
+from ..errors import InputError
 
 # ---- U-Net -----------------------------------------------------------------------------------
 
@@ -50,7 +51,7 @@ class UNet(nn.Module):
                  width: int = 64) -> None:
         super().__init__()
         if unet_output_size(image_size) <= 0:
-            raise ValueError(f"U-Net cannot take a {image_size}x{image_size} input: every pooled map must "
+            raise InputError(f"U-Net cannot take a {image_size}x{image_size} input: every pooled map must "
                              "have an even side; use 572 (the paper's) or 16k + 124, e.g. 188 or 252")
         self.in_channels = in_channels
         chans = [width * 2 ** i for i in range(5)]

@@ -20,6 +20,8 @@ import math
 import torch
 from torch import nn
 
+from ..errors import InputError
+
 # ---- FFN -------------------------------------------------------------------------------------
 
 
@@ -28,7 +30,7 @@ class FFN(nn.Module):
                  out_features: int | None = None) -> None:
         super().__init__()
         if depth < 1:
-            raise ValueError(f"ffn depth (hidden layers) must be at least 1, got {depth}")
+            raise InputError(f"ffn depth (hidden layers) must be at least 1, got {depth}")
         in_features = in_features or width
         layers: list[nn.Module] = []
         for i in range(depth):
@@ -139,7 +141,7 @@ class Transformer(nn.Module):
                  layers: int | None = None) -> None:
         super().__init__()
         if size not in TRANSFORMER_SIZES:
-            raise ValueError(f"transformer size must be one of {sorted(TRANSFORMER_SIZES)}, got {size!r}")
+            raise InputError(f"transformer size must be one of {sorted(TRANSFORMER_SIZES)}, got {size!r}")
         cfg = dict(TRANSFORMER_SIZES[size])
         if layers is not None:
             cfg["layers"] = layers

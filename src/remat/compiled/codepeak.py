@@ -1,0 +1,156 @@
+"""The peak memory of the generated code itself: the forward and backward fx graphs walked in
+their own op order, each op's outputs allocated, each storage freed after the last use of any
+value in it (what fx's code generation does: it drops every name after its last use).
+
+The planning Graph's simulation (``simulate``) is the model the solvers plan with: one node per
+forward op, one backward step per node with its gradient buffers. The generated backward also
+runs ops that model does not see (the temporaries of a loss's backward, a ``zeros`` + scatter
+for a slice's gradient), so its peak can sit a few percent above the simulated one. This walk
+reads the graphs the runtime will execute, so it is what the measured peak is compared with.
+
+Counted as the live-storage tracker counts (``remat.measure``): storages created during the
+step, without the parameters and inputs that exist before it and without the gradients it
+returns (the parameters' ``.grad``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+from torch.multiprocessing.reductions import StorageWeakRef
+
+
+SCALAR_BYTES = 16  # an output this small (a loss) is taken as held by the caller through the backward
+
+
+@dataclass
+class CodePeak:
+    peak: float           # bytes, the whole step
+    forward: float        # the forward graph's own peak
+    saved: float          # bytes the forward hands to the backward
+    backward: float       # the backward graph's peak, saved values included
+
+
+def _tensors(val: object) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(val) if isinstance(t, torch.Tensor)]
+
+
+def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
+    out = []
+    for t in _tensors(n.meta.get("val")):
+        try:
+            st = t.untyped_storage()
+            out.append((StorageWeakRef(st), int(st.nbytes())))
+        except (RuntimeError, NotImplementedError):
+            out.append((StorageWeakRef(torch.empty(0).untyped_storage()), t.numel() * t.element_size()))
+    return out
+
+
+def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
+          uncounted: frozenset = frozenset(), aliases: dict | None = None,
+          trace: list | None = None) -> tuple[float, dict[fx.Node, list]]:
+    """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
+
+    A node's output is an alias of an input's storage when their fake storages are the same
+    (views, ``getitem``); any other output is a new storage, keyed by the node. Storages are
+    freed after the last use of every node referring to them, unless a node in ``keep`` (the
+    graph's outputs) refers to them. Returns the peak and each node's storage keys (None: made
+    before the step, or not counted).
+    """
+    nodes = list(graph.nodes)
+    last: dict[fx.Node, int] = {}
+    for i, n in enumerate(nodes):
+        for a in n.all_input_nodes:
+            last[a] = i
+    key_of: dict[fx.Node, list[object]] = {}
+    aliases = aliases or {}  # (placeholder, j) -> the held key of the storage it shares
+    live = dict(held)
+    refs: dict[object, int] = {}
+    cur = float(sum(live.values()))
+    peak = cur
+    for i, n in enumerate(nodes):
+        if n.op == "output":
+            break
+        if n.op == "placeholder":  # held: handed in by the forward; else made before the step (None)
+            key_of[n] = [aliases.get((n, j), (n, j) if (n, j) in held else None) for j in range(len(_storages(n)))]
+        elif n.op in ("call_function", "call_method", "call_module", "get_attr"):
+            by_ref = {ref: k for a in n.all_input_nodes for k, (ref, _) in zip(key_of.get(a, []), _storages(a))
+                      if k is None or k in live}
+            keys = []
+            for j, (ref, size) in enumerate(_storages(n)):
+                if ref in by_ref:  # a view of an input, or getitem
+                    keys.append(by_ref[ref])
+                elif n.op == "get_attr" or ref in uncounted:
+                    keys.append(None)  # a constant of the module, or a gradient the step returns
+                else:
+                    k = (n, j)
+                    live[k] = size
+                    cur += size
+                    keys.append(k)
+            key_of[n] = keys
+            peak = max(peak, cur)
+            if trace is not None:
+                trace.append((n.name, cur))
+        for k in key_of.get(n, []):
+            if k is not None:
+                refs[k] = refs.get(k, 0) + 1
+        # free what this step read for the last time (and this node, if nothing reads it)
+        for a in list(n.all_input_nodes) + ([n] if n not in last else []):
+            if last.get(a, i) != i or a in keep:
+                continue
+            for k in key_of.get(a, []):
+                if k is None or k not in refs:
+                    continue
+                refs[k] -= 1
+                if refs[k] == 0 and k in live:
+                    cur -= live.pop(k)
+    return peak, key_of
+
+
+def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int) -> CodePeak:
+    """Peak live bytes of one step of the two graphs (see the module docstring)."""
+    out_f = next(iter(forward.graph.find_nodes(op="output")))
+    f_outs = [a for a in out_f.args[0] if isinstance(a, fx.Node)]
+    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs))
+    # the backward receives the saved values (its first placeholders); everything else the
+    # forward made is gone but what the caller holds. Saved views of parameters or inputs are no
+    # new memory.
+    outs = list(out_f.args[0])
+    saved_nodes = [a for a in outs[num_fwd_outputs:] if isinstance(a, fx.Node)]
+    counted: dict[object, int] = {}
+    for a in outs:
+        if isinstance(a, fx.Node):
+            for k, (_, size) in zip(fwd_keys.get(a, []), _storages(a)):
+                if k is not None:
+                    counted[k] = size
+    user_keys = {k for a in outs[:num_fwd_outputs] if isinstance(a, fx.Node) for k in fwd_keys.get(a, [])
+                 if k is not None}
+    # the caller keeps the loss; other outputs (logits) are usually gone by the backward
+    # (``loss = model(**batch).loss; loss.backward()``), unless the backward holds them itself
+    by_caller = {k for k in user_keys if counted[k] <= SCALAR_BYTES}
+    user = sum(counted[k] for k in by_caller)
+    placeholders = list(backward.graph.find_nodes(op="placeholder"))
+    held: dict[object, int] = {}
+    first: dict[object, object] = {}
+    aliases: dict[object, object] = {}
+    for p, a in zip(placeholders, saved_nodes):
+        for j, k in enumerate(fwd_keys.get(a, [])):
+            if k is None or k in by_caller:
+                continue
+            if k in first:  # a second view of one storage: the same held bytes
+                aliases[(p, j)] = first[k]
+            else:
+                first[k] = (p, j)
+                held[(p, j)] = counted[k]
+    for p in placeholders[len(saved_nodes):]:  # tangents: the loss's gradient, made by the caller
+        for j, (_, size) in enumerate(_storages(p)):
+            held[(p, j)] = size
+    out_b = next(iter(backward.graph.find_nodes(op="output")))
+    grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
+    returned = frozenset(ref for a in grads for ref, _ in _storages(a))
+    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases)
+    return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
+                    backward=bwd_peak + user)

@@ -1,0 +1,72 @@
+"""Hugging Face models as they come: GPT-2, Llama, BERT, T5 and ViT built from small configs and
+called with their default arguments (``use_cache`` as the config has it, dropout on), through
+``remat.optimize``: loss and every gradient equal to eager (``torch.equal``), the cache a
+training step never reads dropped and reported.
+
+T5 ties one weight to three uses (encoder and decoder embeddings, LM head): the planned step
+sums its gradient in eager's order because the model's parameters enter the traced step once
+each (``compiled.module._Flat``).
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+import remat
+
+transformers = pytest.importorskip("transformers")
+
+V = 64
+
+
+def _build(name: str):
+    torch.manual_seed(0)
+    ids = torch.randint(0, V, (2, 16))
+    t = transformers
+    if name == "gpt2":
+        model = t.GPT2LMHeadModel(t.GPT2Config(n_layer=2, n_embd=32, n_head=2, vocab_size=V, n_positions=32,
+                                               bos_token_id=0, eos_token_id=0))
+        return model, {"input_ids": ids, "labels": ids}
+    if name == "llama":
+        model = t.LlamaForCausalLM(t.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                                 num_attention_heads=4, num_key_value_heads=2, vocab_size=V))
+        return model, {"input_ids": ids, "labels": ids}
+    if name == "bert":
+        model = t.BertForMaskedLM(t.BertConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                               num_attention_heads=2, vocab_size=V, max_position_embeddings=32))
+        return model, {"input_ids": ids, "labels": ids}
+    if name == "t5":
+        model = t.T5ForConditionalGeneration(t.T5Config(num_layers=2, num_decoder_layers=2, d_model=32, d_ff=64,
+                                                        d_kv=16, num_heads=2, vocab_size=V, decoder_start_token_id=0,
+                                                        pad_token_id=0))
+        return model, {"input_ids": ids, "labels": ids}
+    assert name == "vit"
+    model = t.ViTForImageClassification(t.ViTConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64,
+                                                    num_attention_heads=2, image_size=16, patch_size=4, num_labels=3))
+    return model, {"pixel_values": torch.randn(2, 3, 16, 16), "labels": torch.tensor([0, 2])}
+
+
+@pytest.mark.parametrize("name", ["gpt2", "llama", "bert", "t5", "vit"])
+def test_hf_model_as_it_comes(name):
+    model, inputs = _build(name)
+    model.train()
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
+    assert module.report["recomputed_ops"] > 0, "the plan must recompute something to test anything"
+    torch.manual_seed(1)
+    out = module(**inputs)
+    out.loss.backward()
+    torch.manual_seed(1)
+    expected = ref(**inputs)
+    expected.loss.backward()
+    assert torch.equal(out.loss, expected.loss)
+    assert torch.equal(out.logits, expected.logits)
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert (p.grad is None) == (q.grad is None), n
+        assert p.grad is None or torch.equal(p.grad, q.grad), n
+    if getattr(model.config, "use_cache", False) and name != "bert":
+        assert out.past_key_values is None
+        assert module.report.get("dropped_outputs") == ["past_key_values"]
