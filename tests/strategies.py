@@ -44,3 +44,14 @@ def skip_block() -> Graph:
     g.add_node("y", 2, 1, ["f2", "x"])
     g.add_node("z", 1, 1, ["y"])
     return g
+
+
+def figure1() -> Graph:
+    """Seed 004 Figure 1: <A,B,C,D,E> needs 4 units, <A,B,C,D,A,E> needs 3."""
+    g = Graph(name="figure1")
+    g.add_node("A", 1, 1)
+    g.add_node("B", 1, 1, ["A"])
+    g.add_node("C", 1, 1, ["B"])
+    g.add_node("D", 1, 1, ["B", "C"])
+    g.add_node("E", 1, 1, ["A", "D"])
+    return g

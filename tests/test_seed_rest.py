@@ -22,7 +22,7 @@ from remat.simulate import simulate_sequence, simulate_training
 from remat.solvers import chen_drop, chen_recursive, kumar_path
 from remat.solvers.twremat import undirected
 import bench_scripts
-from strategies import dags
+from strategies import dags, figure1
 
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -275,17 +275,6 @@ def test_pinned_values_are_never_recomputed():
 
 
 # ---- kumar-path ----------------------------------------------------------------------------------------
-def figure1() -> Graph:
-    """Seed 004 Figure 1."""
-    g = Graph(name="figure1")
-    g.add_node("A", 1, 1)
-    g.add_node("B", 1, 1, ["A"])
-    g.add_node("C", 1, 1, ["B"])
-    g.add_node("D", 1, 1, ["B", "C"])
-    g.add_node("E", 1, 1, ["A", "D"])
-    return g
-
-
 def test_kumar_path_on_figure1_by_hand():
     g = figure1()
     pd, order, widths = kumar_path.decomposition(g, "E")

@@ -21,7 +21,7 @@ from remat.joint import joint_graph
 from remat.simulate import simulate_sequence
 from remat.solvers.twremat import TreeDecomposition, decompose, shrink, undirected
 import bench_scripts
-from strategies import dags
+from strategies import dags, figure1
 
 
 # ---- the §2 definitions, written independently ----------------------------------------------
@@ -58,17 +58,6 @@ def with_final(g: Graph) -> tuple[Graph, str]:
     h = Graph.from_json(g.to_json())
     h.add_node("f", 1, 1, g.sinks)
     return h, "f"
-
-
-def figure1() -> Graph:
-    """Seed 004 Figure 1: <A,B,C,D,E> needs 4 units, <A,B,C,D,A,E> needs 3."""
-    g = Graph(name="figure1")
-    g.add_node("A", 1, 1)
-    g.add_node("B", 1, 1, ["A"])
-    g.add_node("C", 1, 1, ["B"])
-    g.add_node("D", 1, 1, ["B", "C"])
-    g.add_node("E", 1, 1, ["A", "D"])
-    return g
 
 
 def test_evaluator_reproduces_figure1():
