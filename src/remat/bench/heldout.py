@@ -241,29 +241,25 @@ def _args(kw: dict[str, Any]) -> str:
 # ---- loss and the timed unit -----------------------------------------------------------------
 
 
+def _output(out: Any, name: str) -> torch.Tensor:
+    """``out.<name>`` of a transformers output, or the first element of a tuple/dict."""
+    value = getattr(out, name, None)
+    if value is None and isinstance(out, dict):
+        value = out.get(name)
+    if value is None and isinstance(out, (tuple, list)):
+        value = out[0]
+    if value is None:
+        raise InputError(f"no {name} in the model's output {type(out).__name__}")
+    return value
+
+
 def lm_loss(out: Any) -> torch.Tensor:
     """``out.loss`` of a transformers output, or the first element of a tuple/dict."""
-    loss = getattr(out, "loss", None)
-    if loss is None and isinstance(out, dict):
-        loss = out.get("loss")
-    if loss is None and isinstance(out, (tuple, list)):
-        loss = out[0]
-    if loss is None:
-        raise InputError(f"no loss in the model's output {type(out).__name__}")
-    return loss
+    return _output(out, "loss")
 
 
 def logits_of(out: Any) -> torch.Tensor:
-    if isinstance(out, torch.Tensor):
-        return out
-    logits = getattr(out, "logits", None)
-    if logits is None and isinstance(out, dict):
-        logits = out.get("logits")
-    if logits is None and isinstance(out, (tuple, list)):
-        logits = out[0]
-    if logits is None:
-        raise InputError(f"no logits in the model's output {type(out).__name__}")
-    return logits
+    return out if isinstance(out, torch.Tensor) else _output(out, "logits")
 
 
 class Task(nn.Module):
