@@ -16,7 +16,7 @@ import torch
 from torch import nn
 
 import remat
-from remat import zoo
+from remat import judge, solvers, zoo
 from remat.bench import measured, peers, plots, report, tables
 from remat.bench.measured import Size, Timing, Tools, table1_measured, tradeoff_measured
 from remat.bench.tables import Method
@@ -79,8 +79,8 @@ def test_table1_predicted_rows_agree_with_direct_solver_calls():
             assert r["reduction"] == pytest.approx(1 - r["simulated_peak"] / vanilla)
             assert r["time_ratio"] == pytest.approx(1 + r["recompute_cost"] / (3 * g.cost(g.order)))
         assert mine["vanilla"]["reduction"] == 0 and mine["vanilla"]["recompute_cost"] == 0
-        b = remat.min_budget(g, solver="dp-approx")
-        direct = remat.solve(g, b, solver="dp-approx", mode="time")
+        b = judge.own_min_budget(g, "dp-approx")  # seed 000 §5.1: the algorithm's own minimal budget
+        direct = solvers.get("dp-approx").fn(g, b, mode="time")
         assert mine["approx-tc"]["budget"] == b
         assert mine["approx-tc"]["simulated_peak"] == remat.simulate(g, direct).peak
         # ExactDP searches a superset of ApproxDP's lower sets: its minimal budget is no larger.

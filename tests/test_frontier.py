@@ -145,7 +145,8 @@ def test_dp_time_limit_coarsens_and_says_so():
     g = residual(30)
     plan = remat.solve(g, 0.5 * vanilla_peak(g), solver="dp-approx", time_limit=1e-9)
     assert "cut_short" in plan.stats and plan.feasible
-    assert plan.peak == pytest.approx(canonical.peak(g, plan.stages)) and plan.peak <= 0.5 * vanilla_peak(g)
+    assert plan.stats["solver_peak"] == pytest.approx(canonical.peak(g, plan.stages))
+    assert plan.peak == simulate(g, plan).peak <= 0.5 * vanilla_peak(g)
 
 
 def test_auto_time_limit_returns_the_best_so_far():
@@ -239,3 +240,54 @@ def test_auto_leads_the_frontier_on_a_captured_llama(llama_graph, frac):
     assert plan.recompute_cost <= min(others.values()) + 1e-9, (plan.stats["chosen"], others)
     if frac == 0.9:  # the selective plan: a few percent of a forward, not a third
         assert plan.recompute_cost <= 0.05 * g.total_cost()
+
+
+# ---- one auto, on many-layer captured graphs -----------------------------------------------------
+
+@pytest.fixture(scope="module")
+def deep_llama_graph():
+    """An 8-layer Hugging Face Llama, captured as remat.optimize captures it (joint graph)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=8,
+                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16)
+    model = transformers.LlamaForCausalLM(cfg)
+    ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    return remat.optimize(model, {"input_ids": ids}, budget="100%", verify=False).graph
+
+
+def test_auto_plans_a_captured_many_layer_llama_within_its_time_limit(deep_llama_graph):
+    g, limit = deep_llama_graph, 5.0
+    for frac in (0.9, 0.5):
+        budget = frac * vanilla_peak(g)
+        plan = remat.solve(g, budget, solver="auto", time_limit=limit)
+        assert plan.feasible and simulate(g, plan).peak == plan.peak <= budget
+        # every candidate ran, refused the graph, or is named as cut short
+        accounted = ({t["solver"] for t in plan.stats["tried"]} | set(plan.stats["skipped"])
+                     | set(plan.stats.get("cut_short", {})))
+        assert set(auto.default_candidates()) <= accounted
+        assert plan.solve_seconds < 3 * limit + 10  # the limit is honoured (the call in flight ends)
+
+
+def test_optimize_plans_with_the_auto_solver_that_solve_runs():
+    torch = pytest.importorskip("torch")
+    model = torch.nn.Sequential(torch.nn.Linear(16, 64), torch.nn.GELU(), torch.nn.Linear(64, 64),
+                                torch.nn.GELU(), torch.nn.Linear(64, 4))
+    m = remat.optimize(model, torch.randn(32, 16), budget="85%", verify=False)
+    assert m.plan.solver == "auto" and m.plan.stats["chosen"] in solvers.names("training")
+    tried = {t["solver"] for t in m.plan.stats["tried"]}
+    assert {"selective", "dp-approx", "chen-greedy"} <= tried  # auto's candidates, not a list of optimize's own
+
+
+def test_min_budget_of_auto_is_met_and_every_budget_above_it(deep_llama_graph):
+    g = deep_llama_graph
+    low = remat.min_budget(g, solver="auto")
+    top = vanilla_peak(g)
+    assert low < 0.5 * top
+    for b in (low, low + 0.1 * (top - low), low + 0.5 * (top - low)):
+        plan = remat.solve(g, b, solver="auto")
+        assert plan.feasible and plan.peak <= b
+    below = remat.solve(g, 0.9 * low, solver="auto")
+    if not below.feasible:
+        assert f"{low:.0f}" in below.message or "lowest" in below.message

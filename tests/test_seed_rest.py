@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import remat
-from remat import schedule
+from remat import schedule, solvers
 from remat.graph import Graph
 from remat.joint import joint_graph
 from remat.simulate import simulate_sequence, simulate_training
@@ -68,7 +68,7 @@ def test_cost_per_byte_decides_elsewhere():
 # ---- chen-drop-cheap: golden plans ------------------------------------------------------------------
 def test_drop_cheap_on_two_conv_bn_relu_blocks_by_hand():
     g = conv_bn_relu(2)  # sizes 4, fc 1
-    plan = remat.solve(g, None, solver="chen-drop-cheap")
+    plan = solvers.get("chen-drop-cheap").fn(g, None)
     assert plan.kept == ["c1", "c2", "fc"]
     bwd = plan.schedule[plan.schedule.index(("fwd", "fc")) + 2:]  # after the forward's last free
     assert bwd == [("fwd", "b2"), ("fwd", "r2"), ("bwd", "fc"), ("bwd", "r2"), ("bwd", "b2"),
@@ -213,13 +213,13 @@ def test_recursive_schedules_simulate_on_random_dags(g, option):
 @given(dags(max_nodes=8), st.integers(0, 6))
 def test_recursive_budget_takes_the_least_recompute_that_fits(g, pick):
     points = [(p.peak, p.recompute_cost) for rule in chen_drop.cut_rules(g, "search")
-              for p in (remat.solve(g, None, solver="chen-recursive", levels=L, cuts=rule)
+              for p in (solvers.get("chen-recursive").fn(g, None, levels=L, cuts=rule)
                         for L in range(1, chen_recursive.max_levels(g) + 1))]
     budget = sorted(p for p, _ in points)[min(pick, len(points) - 1)]
-    plan = remat.solve(g, budget, solver="chen-recursive")
+    plan = solvers.get("chen-recursive").fn(g, budget)
     assert plan.feasible and plan.peak <= budget
     assert plan.recompute_cost == min(r for p, r in points if p <= budget)
-    assert not remat.solve(g, min(p for p, _ in points) - 0.5, solver="chen-recursive").feasible
+    assert not solvers.get("chen-recursive").fn(g, min(p for p, _ in points) - 0.5).feasible
 
 
 def two_layer_rnn(n: int) -> Graph:

@@ -6,7 +6,7 @@ import math
 import time
 from typing import Any
 
-from . import progress, solvers
+from . import judge, progress, solvers
 from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InputError, SolverError
 from .graph import Graph, GraphError
@@ -21,8 +21,11 @@ def solve(graph: Graph, budget: float | str | None = None, solver: str = "dp-app
     the vanilla simulated peak (``"40%"``) or a fraction of it (a number in (0, 1)); see
     ``remat.budget``.
 
-    An infeasible budget is not an exception: the Plan has ``feasible=False`` and its message
-    names the smallest budget this solver can meet.
+    For training, ``plan.peak``, ``plan.recompute_cost`` and ``plan.feasible`` are those of the
+    schedule the runtime executes, whatever the solver, and the plan is the solver's best over
+    the planning budgets that fit (``remat.judge``): every budget at or above
+    ``min_budget(graph, solver)`` is feasible. An infeasible budget is not an exception: the
+    Plan has ``feasible=False`` and its message names the smallest budget this solver can meet.
     """
     graph.validate()
     budget = _graph_budget(graph, budget, problem)
@@ -34,13 +37,11 @@ def solve(graph: Graph, budget: float | str | None = None, solver: str = "dp-app
                           f"solvers that do: {', '.join(solvers.names(problem))}")
     started = time.perf_counter()
     with progress.task(f"{solver} on {graph.name} ({len(graph)} nodes)"):
-        plan = spec.fn(graph, budget, mode=mode, problem=problem, **options)
+        if problem == "training":
+            plan = judge.answer(graph, budget, solver, mode, **options)
+        else:
+            plan = spec.fn(graph, budget, mode=mode, problem=problem, **options)
     plan.solve_seconds = time.perf_counter() - started
-    if not plan.feasible and budget is not None and problem == "training" and not plan.message:
-        best = min_budget(graph, solver=solver, mode=mode, **options)
-        plan.stats["min_budget"] = best
-        plan.message = (f"no {solver} plan fits budget {budget:g}; the smallest budget it can meet "
-                        f"is {best:g}")
     return plan
 
 
@@ -61,45 +62,15 @@ def _graph_budget(graph: Graph, budget: Any, problem: str) -> float | None:
 
 
 def min_budget(graph: Graph, solver: str = "dp-approx", mode: str = "time", **options: Any) -> float:
-    """Smallest budget with a feasible plan, by binary search (seed 000 §5.1).
-
-    Returns the peak of the plan found at that budget, so ``solve(g, min_budget(g))`` is
-    feasible. Feasibility is assumed monotone in the budget, as it is for every solver here.
-    """
+    """The smallest budget ``solver`` meets on ``graph``: the executed peak of the least-peak
+    plan it makes (``remat.judge.floor``; at its own minimal budget where it has a shortcut,
+    else found by bisection, seed 000 §5.1). ``solve(graph, b, solver)`` is feasible for every
+    ``b >= min_budget(graph, solver)``. Infinite when the solver makes no plan at all."""
     graph.validate()
-    spec = solvers.get(solver)
+    solvers.get(solver)
+    with progress.task(f"min-budget of {solver} on {graph.name} ({len(graph)} nodes)"):
+        low = judge.floor(graph, solver, mode, **options)
+    if low is None:
+        raise GraphError(f"{solver} finds no plan for {graph.name!r} even without a budget")
+    return low.peak
 
-    def attempt(b: float | None) -> Plan:
-        return spec.fn(graph, b, mode=mode, problem="training", **options)
-
-    with progress.task(f"min-budget of {solver} on {graph.name} ({len(graph)} nodes)") as task:
-        if spec.min_budget is not None and mode == "time":
-            return spec.min_budget(graph, **options)
-        return _bisect(graph, solver, attempt, task)
-
-
-def _bisect(graph: Graph, solver: str, attempt: Any, task: Any) -> float:
-    top = attempt(None)
-    if not top.feasible:
-        raise GraphError(f"{solver} finds no plan for {graph.name!r} even without a budget: {top.message}")
-    hi, best = top.peak, top.peak
-    lo = 0.0
-    integral = all(float(graph[v].mem).is_integer() for v in graph.order)
-    while hi - lo > (0.5 if integral else 1e-9 * max(hi, 1.0)):
-        mid = math.floor((lo + hi) / 2) if integral else (lo + hi) / 2
-        if mid <= lo:
-            break
-        task.note(f"trying {_units(mid)}, feasible at {_units(hi)}")
-        plan = attempt(mid)
-        if plan.feasible:
-            hi = best = min(plan.peak, mid)
-        else:
-            lo = mid
-    return best
-
-
-def _units(x: float) -> str:
-    """Graph units for progress notes: KiB/MiB/GiB from 1 KiB up (captured graphs are in bytes)."""
-    from .budget import fmt_bytes
-
-    return fmt_bytes(x) if abs(x) >= 1024 else f"{x:g}"

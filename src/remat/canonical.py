@@ -41,7 +41,7 @@ def stage_term(p: Poset, prev: int, lower: int, cached: int) -> StageTerms:
         cached=p.mem(cached),
         stage=2 * p.mem(v_i),
         consumers=p.mem(p.delta_plus(lower) & ~lower),
-        siblings=p.mem(p.delta_minus(p.delta_plus(lower)) & ~lower),
+        siblings=p.mem(p.backward_inputs(p.delta_plus(lower) & ~lower) & ~lower),
         overhead=p.cost(v_i & ~p.boundary(lower)),
     )
 

@@ -57,12 +57,16 @@ class Coarsening:
     group_of: dict[str, str]             # member id -> output id
 
     @classmethod
-    def of(cls, graph: Graph, cheap_ratio: float = 2.0) -> "Coarsening":
-        """Maximal chains whose members but the last are cheap (module docstring)."""
+    def of(cls, graph: Graph, cheap_ratio: float = 2.0, layers: bool = False) -> "Coarsening":
+        """Maximal chains whose members but the last are cheap (module docstring); with
+        ``layers``, whose members but the first are cheap: a layer as seed 000's graphs have it
+        (a convolution with its batch norm and ReLU, a matmul with its activation)."""
         nxt: dict[str, str] = {}
         for v in graph.order:
             ws = graph.succ[v]
-            if len(ws) == 1 and graph[ws[0]].inputs == (v,) and not expensive(graph, v, cheap_ratio):
+            if len(ws) != 1 or graph[ws[0]].inputs != (v,):
+                continue
+            if not expensive(graph, ws[0] if layers else v, cheap_ratio):
                 nxt[v] = ws[0]
         heads = set(nxt) - set(nxt.values())
         groups: dict[str, tuple[str, ...]] = {}
@@ -103,7 +107,28 @@ class Coarsening:
         """Stages over group outputs -> stages over all nodes (each group in its output's stage)."""
         return [[u for g in stage for u in self.groups[self.group_of[g]]] for stage in stages]
 
+    def units(self, pos: dict[str, int], sized_free: bool = False) -> list[int]:
+        """The groups as bitmasks over topological positions ``pos``, ordered by their first
+        member (so each group's inputs lie in earlier ones), with the free nodes (``free_nodes``:
+        of size 0, or any size with ``sized_free``) in one unit of their own, first: the units
+        ``Poset.lower_sets`` enumerates lower sets over, for dp-exact."""
+        free = {v for v in free_nodes(self.graph) if sized_free or self.graph[v].mem == 0}
+        out = [sum(1 << pos[u] for u in free)] if free else []
+        for members in sorted(self.groups.values(), key=lambda m: pos[m[0]]):
+            if members[0] not in free:
+                out.append(sum(1 << pos[u] for u in members))
+        return out
+
     def lower_family(self, ancestor_sets: list[int], pos: dict[str, int]) -> list[int]:
         """The pruned family {L_v} (``Poset.ancestor_sets``, indexed by topological position)
         restricted to group outputs v: lower sets that never split a group."""
         return [ancestor_sets[pos[v]] for v in self.outputs]
+
+
+def free_nodes(graph: Graph) -> list[str]:
+    """Isolated nodes: no inputs and no consumers (a BatchNorm's ``num_batches_tracked`` update
+    and its buffer on a captured graph, 8 and 0 bytes). One is never in a boundary and its cost
+    counts once in eq. (1) wherever it is, so which stage holds it moves eq. (2) by at most
+    2 M(v) and not at all when M(v) = 0. dp-exact moves those of size 0 as one unit, since each
+    would double the lower sets, and all of them when there are too many lower sets otherwise."""
+    return [v for v in graph.order if not graph[v].inputs and not graph.succ[v]]

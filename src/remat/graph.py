@@ -142,7 +142,7 @@ class Graph:
         return node
 
     def _invalidate(self) -> None:
-        for key in ("order", "succ", "index", "_validated"):
+        for key in ("order", "succ", "index", "_validated", "_remat_floors"):  # floors: remat.judge
             self.__dict__.pop(key, None)
 
     # ---- access ---------------------------------------------------------------------------

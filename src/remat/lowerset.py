@@ -40,6 +40,7 @@ class Poset:
     cost_of: tuple[float, ...]
     _pred: np.ndarray = field(repr=False, compare=False)   # bool [n, n]: row i = inputs of i
     _succ: np.ndarray = field(repr=False, compare=False)   # bool [n, n]: row i = consumers of i
+    _bwd_in: np.ndarray = field(repr=False, compare=False)  # bool [n, n]: row i = inputs i's backward reads
     _mem: np.ndarray = field(repr=False, compare=False)
     _cost: np.ndarray = field(repr=False, compare=False)
 
@@ -57,10 +58,15 @@ class Poset:
         pred_b = np.zeros((n, n), dtype=bool)
         for v in order:
             pred_b[pos[v], [pos[u] for u in graph[v].inputs]] = True
+        bwd_in = np.zeros((n, n), dtype=bool)
+        for v in order:
+            ins = set(graph[v].inputs)
+            bwd_in[pos[v], [pos[u] for u in graph[v].saved if u in ins]] = True
         mem_of = tuple(graph[v].mem for v in order)
         cost_of = tuple(graph[v].cost for v in order)
         return cls(order, pos, tuple(pred), tuple(succ), mem_of, cost_of,
-                   pred_b, pred_b.T.copy(), np.asarray(mem_of, dtype=float), np.asarray(cost_of, dtype=float))
+                   pred_b, pred_b.T.copy(), bwd_in, np.asarray(mem_of, dtype=float),
+                   np.asarray(cost_of, dtype=float))
 
     # ---- bitmask <-> numpy row -----------------------------------------------------------
     def row(self, mask: int) -> np.ndarray:
@@ -107,6 +113,11 @@ class Poset:
         """δ−(S): nodes with an edge into some node of S."""
         return self.from_row(self._pred[self.row(s)].any(axis=0)) if s else 0
 
+    def backward_inputs(self, s: int) -> int:
+        """Inputs of members of S that their backward steps read (``Node.saved``): δ−(S) on
+        abstract graphs, where every backward reads all its inputs."""
+        return self.from_row(self._bwd_in[self.row(s)].any(axis=0)) if s else 0
+
     def is_lower_set(self, s: int) -> bool:
         """L is a lower set iff δ−(L) ⊆ L."""
         return self.delta_minus(s) & ~s == 0
@@ -132,18 +143,29 @@ class Poset:
         family.add(self.full)
         return sorted(family, key=lambda m: (m.bit_count(), m))
 
-    def lower_sets(self, cap: int = 100_000, include_empty: bool = False) -> list[int]:
+    def lower_sets(self, cap: int = 100_000, include_empty: bool = False,
+                   units: list[int] | None = None) -> list[int]:
         """Every non-empty lower set (and ∅ if asked), each exactly once, by size.
 
         Walks the topological order deciding "in" or "out" per node; a node whose input is out
-        must be out. Raises TooManyLowerSets once more than ``cap`` are found.
+        must be out. ``units`` (bitmasks partitioning V, each unit's inputs in earlier units or
+        itself) decides per unit instead: only lower sets that split no unit. Raises
+        TooManyLowerSets once more than ``cap`` are found.
         """
+        if units is None:
+            units = [1 << i for i in range(self.n)]
+        needs = []  # per unit: the nodes outside it that its members read
+        for u in units:
+            pred = 0
+            for i in bits(u):
+                pred |= self.pred_mask[i]
+            needs.append(pred & ~u)
         found: list[int] = []
-        stack: list[tuple[int, int]] = [(0, 0)]  # (next index, chosen mask)
-        n = self.n
+        stack: list[tuple[int, int]] = [(0, 0)]  # (next unit, chosen mask)
+        k = len(units)
         while stack:
             i, chosen = stack.pop()
-            if i == n:
+            if i == k:
                 if chosen or include_empty:
                     found.append(chosen)
                     if len(found) > cap:
@@ -153,7 +175,7 @@ class Poset:
                         )
                 continue
             stack.append((i + 1, chosen))
-            if self.pred_mask[i] & ~chosen == 0:
-                stack.append((i + 1, chosen | (1 << i)))
+            if needs[i] & ~chosen == 0:
+                stack.append((i + 1, chosen | units[i]))
         found.sort(key=lambda m: (m.bit_count(), m))
         return found

@@ -35,8 +35,8 @@ from typing import Any
 import torch
 from torch import nn
 
-from . import progress, schedule, solvers
-from .api import min_budget
+from . import judge, progress, schedule, solvers
+from .api import min_budget, solve
 from .budget import UNITS, fmt_bytes, parse_budget  # noqa: F401 - remat.optimize.parse_budget
 from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InfeasibleError, InputError, RematError, StepError  # noqa: F401
@@ -47,15 +47,6 @@ from .plan import Plan
 from .report import build as build_report
 from .runtime import Compiled, RematModule, executed_schedule, predict
 from .simulate import simulate
-
-# planning budgets tried, as multiples of the budget: a solver's own peak model (eq. 2 for stage
-# solvers) often over-estimates the executed schedule's simulated peak, so asking for more can
-# still yield a plan that fits
-RELAX = (1.0, 1.25, 1.5, 2.0)
-# what optimize's "auto" tries on captured graphs: fast on thousands of nodes, selective plans for
-# high budgets, per-block checkpointing and segment plans for the floor
-OPTIMIZE_CANDIDATES = ("selective", "blocks-selective", "blocks", "chen-greedy", "chen-sqrt", "none")
-
 
 @dataclass
 class Choice:
@@ -69,100 +60,38 @@ class Choice:
 
 
 def candidates(solver: str) -> list[str]:
-    """Solvers ``solver`` stands for: itself, or for ``auto`` every installed default candidate."""
-    if solver != "auto":
-        solvers.get(solver)  # unknown names raise, listing the known ones
-        return [solver]
-    known = set(solvers.names("training"))
-    return [s for s in OPTIMIZE_CANDIDATES if s in known]
+    """Check ``solver`` names a registered training solver or ``auto`` (unknown names raise,
+    listing the known ones); the names it stands for."""
+    solvers.get(solver)
+    return [solver]
 
 
-def choose(graph: Graph, budget: float, solver: str = "auto", mode: str = "time",
-           factors: tuple[float, ...] | None = None) -> Choice | None:
-    """The cheapest plan whose executed schedule fits ``budget`` (None if none fits).
-
-    Each candidate is asked at planning budgets ``budget * f``; what counts is
-    ``runtime.predict`` of the plan, not the solver's own peak.
-    """
-    best: Choice | None = None
-    tried: list[dict] = []
-    for name in candidates(solver):
-        fs = factors or RELAX
-        for f in fs:
-            progress.note(f"{name} at {fmt_bytes(budget * f)}")
-            try:
-                plan = solvers.get(name).fn(graph, budget * f, mode=mode, problem="training")
-            except (ValueError, RuntimeError) as e:  # solvers refuse graphs they cannot handle
-                tried.append({"solver": name, "skipped": str(e)})
-                break
-            if not plan.schedule:
-                tried.append({"solver": name, "planning_budget": budget * f, "feasible": False})
-                continue
-            sim = predict(graph, plan)
-            fits = sim.peak <= budget
-            tried.append({"solver": name, "planning_budget": budget * f, "predicted_peak": sim.peak,
-                          "recompute_cost": sim.recompute_cost, "fits": fits})
-            if fits and (best is None or (sim.recompute_cost, sim.peak) < (best.recompute_cost, best.peak)):
-                best = Choice(plan, sim.peak, sim.recompute_cost, budget * f)
-            if not fits:  # a larger planning budget only gives larger plans
-                break
-    if best is not None:
-        best.tried = tried
-    return best
+def _choice(plan: Plan) -> Choice:
+    return Choice(plan, plan.peak, plan.recompute_cost, plan.budget, plan.stats.get("tried", []))
 
 
 def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int = 3,
                 base: float | None = None) -> Choice:
-    """``choose`` at the budget, then at tighter planning budgets if the executed schedule is over."""
-    target = budget
-    for _ in range(rounds):
-        c = choose(graph, target, solver, mode)
-        if c is not None and c.peak <= budget:
-            return c
-        over = _lowest_prediction(graph, target, solver, mode)
-        if over is None or over <= 0:
-            break
-        target = target * min(0.95, budget / over)
-    for f in (0.8, 0.6, 0.45, 0.3):  # solvers whose executed peak is far above what they planned for
-        c = choose(graph, budget * f, solver, mode, factors=(1.0,))
-        if c is not None and c.peak <= budget:
-            return c
-    low = smallest_choice(graph, solver, mode)
-    if low is not None and low.peak <= budget:  # never refuse a budget at or above the minimum we name
-        return low
-    raise _too_small(graph, budget, solver, mode, base)
-
-
-def _lowest_prediction(graph: Graph, budget: float, solver: str, mode: str) -> float | None:
-    lows = []
-    for name in candidates(solver):
-        try:
-            plan = solvers.get(name).fn(graph, budget, mode=mode, problem="training")
-        except (ValueError, RuntimeError):
-            continue
-        if plan.schedule:
-            lows.append(predict(graph, plan).peak)
-    return min(lows) if lows else None
+    """``solver``'s plan within ``budget`` as ``remat.solve`` makes it (judged on the executed
+    schedule, the best over the planning budgets that fit, its floor if nothing else fits);
+    InfeasibleError naming the smallest budget it meets when ``budget`` is below that."""
+    plan = solve(graph, budget, solver=solver, mode=mode)
+    if not plan.feasible:
+        raise _too_small(graph, budget, solver, mode, base)
+    return _choice(plan)
 
 
 def smallest_choice(graph: Graph, solver: str, mode: str = "time") -> Choice | None:
-    """The plan of least executed peak among ``solver``'s (each candidate's at its min_budget)."""
-    best: Choice | None = None
-    for name in candidates(solver):
-        try:
-            b = min_budget(graph, solver=name, mode=mode)
-            plan = solvers.get(name).fn(graph, b, mode=mode, problem="training")
-        except (ValueError, RuntimeError):
-            continue
-        if plan.schedule:
-            sim = predict(graph, plan)
-            if best is None or (sim.peak, sim.recompute_cost) < (best.peak, best.recompute_cost):
-                best = Choice(plan, sim.peak, sim.recompute_cost, b)
-    return best
+    """``solver``'s plan of least executed peak (``remat.judge.floor``), None if it makes none."""
+    try:
+        low = judge.floor(graph, solver, mode)
+    except (ValueError, RuntimeError):
+        return None
+    return None if low is None else _choice(low)
 
 
 def smallest_budget(graph: Graph, solver: str, mode: str = "time") -> float:
-    """Smallest budget the runtime can be planned for with ``solver`` (min over auto's candidates)."""
+    """The smallest budget ``solver`` meets on ``graph`` (``remat.min_budget``; inf if none)."""
     c = smallest_choice(graph, solver, mode)
     return math.inf if c is None else c.peak
 
@@ -192,7 +121,11 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
 
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
-    (every default candidate, the cheapest executed plan that fits). ``verify``: run one real
+    (``remat.solvers.auto``, the one ``remat.solve`` runs: every default candidate within a 30 s
+    limit, the cheapest executed plan that fits). ``cost``: what recomputation is weighed in:
+    ``"flops"`` (default), ``"roofline"`` (seconds: max of FLOPs over the device's peak and bytes
+    moved over its bandwidth) or ``"profile"`` (each distinct op timed once on the model's device,
+    cached on disk; ``remat.compiled.costs``). ``verify``: run one real
     step (model state, gradients and RNG restored afterwards) and re-plan, at most ``rounds``
     times, while the measured peak exceeds ``budget * (1 + tolerance)``.
 

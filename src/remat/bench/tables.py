@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 from .. import joint, solvers
-from ..api import min_budget, solve
+from ..api import solve
+from ..judge import own_min_budget
 from ..graph import Graph
 from ..simulate import simulate
 
@@ -98,7 +99,7 @@ def plan_row(graph: Graph, method: Method, vanilla: float, budget: float | None 
             cache = minimal_budgets if minimal_budgets is not None else {}
             if method.solver not in cache:
                 # The least budget with a canonical strategy does not depend on the mode.
-                cache[method.solver] = min_budget(graph, solver=method.solver, mode="time")
+                cache[method.solver] = own_min_budget(graph, method.solver, "time")
             budget = cache[method.solver]
         solve_started = time.perf_counter()
         # The registry's function itself: api.solve would binary-search the minimal budget

@@ -66,8 +66,8 @@ def run(args: argparse.Namespace) -> int:
         return code
     rows = [("budget", "unlimited" if units is None else f"{size(units)} ({percent(units, base)} of vanilla)"),
             ("feasible", fmt(plan.feasible)),
-            ("eq. (2) peak", size(plan.stats.get("eq2_peak", plan.peak))),
             ("simulated peak", "-" if sim is None else f"{size(sim.peak)} ({percent(sim.peak, base)})"),
+            ("solver's own peak", size(plan.stats.get("solver_peak", plan.peak))),
             ("vanilla peak", size(base)),
             ("recompute cost", fmt(plan.recompute_cost)),
             ("stages", fmt(plan.num_stages)),

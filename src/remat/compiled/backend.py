@@ -54,7 +54,14 @@ class RematBackend:
 
 def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor", mode: str = "time",
             cost: str = "flops") -> RematBackend:
-    """A torch.compile backend planning each graph within ``budget`` with ``solver``."""
+    """A torch.compile backend planning each graph within ``budget`` with ``solver``.
+
+    ``cost``: the op cost model (``remat.compiled.costs``): ``"flops"``, ``"roofline"`` (seconds
+    from the device's peak FLOP/s and bandwidth), ``"profile"`` (each distinct op timed once on
+    the device, cached on disk) or ``"paper"``."""
+    from .costs import check
+
+    check(cost)
     from ..optimize import candidates, parse_budget
 
     if compiler not in COMPILERS:

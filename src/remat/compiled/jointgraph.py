@@ -15,14 +15,13 @@ autograd node produced it. From that:
 - ``requires_grad``: a gradient flows from a primal that gets one (its gradient output is not
   None) through floating-point values; ``grad_alias`` as in ``capture`` (add, clone, cat).
 
-Costs: ``"flops"`` from ``torch.utils.flop_counter``'s formulas on the fake values (one flop per
-output element where there is none, attention on the CPU included), ``"roofline"``: seconds on a
-device as max(flops / peak, bytes moved / bandwidth).
+Costs (``cost=``): ``"flops"``, ``"roofline"`` (seconds on the device: max(flops / peak, bytes
+moved / bandwidth)), ``"profile"`` (seconds measured per distinct op, cached on disk) or
+``"paper"``; see ``costs``.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,13 +32,12 @@ import torch.utils._pytree as pytree
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..graph import Graph
-from ..errors import CaptureError, InputError
+from ..errors import CaptureError
+from . import costs
+# the cost models live in ``costs``; their names stay importable from here
+from .costs import DEVICES, _cost, bytes_moved, device_figures, flops, op_name, roofline, total_cost  # noqa: F401
 
 MODULE_KEY = "remat_module"
-
-# ops the flop counter has no formula for that do matmul work (batch, heads, queries, keys, dim)
-_ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
-              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
 
 
 @dataclass
@@ -63,6 +61,7 @@ class JointGraph:
         and the draws that cannot be replayed (``replayable``)."""
         return frozenset(self.states.values()) | frozenset(v for v in self.random if v not in self.states)
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
+    cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
 
 
 def _is_tag(n: fx.Node, tag: str) -> bool:
@@ -141,13 +140,10 @@ def unused_reads(n: fx.Node) -> tuple[int, ...]:
     return ()
 
 
-def op_name(target: Any) -> str:
-    return str(getattr(target, "__name__", target)).replace("aten::", "")
-
-
 def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: str = "model",
           device: Any = None) -> JointGraph:
     """The planning Graph of a joint graph (see module docstring)."""
+    costs.check(cost)
     nodes = list(gm.graph.nodes)
     _tag_untagged(nodes)
     out_node = next(n for n in nodes if n.op == "output")
@@ -206,12 +202,16 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             specs[sid] = {"mem": rng_state_bytes(n), "cost": 0.0, "inputs": (), "op": "rng_state",
                           "requires_grad": False, "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
             in_owners = (*in_owners, sid)
-        specs[n.name] = {"mem": fresh, "cost": _cost(n, cost, device), "inputs": in_owners,
+        specs[n.name] = {"mem": fresh, "cost": 0.0, "inputs": in_owners,  # cost: below, all ops at once
                          "op": op_name(n.target), "requires_grad": needs_grad[n],
                          "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
         seq = n.meta.get("seq_nr")
         if seq is not None and (needs_grad[n] or seq not in seq_owner):
             seq_owner[seq] = n.name
+
+    cost_notes: list[str] = []
+    for n, c in costs.node_costs(node_of.values(), cost, device, cost_notes).items():
+        specs[n.name]["cost"] = c
 
     # backward steps: runs of backward ops attributed by seq_nr
     group: dict[fx.Node, str | None] = {}
@@ -278,7 +278,7 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
                       group=group, forward=forward, backward=backward,
                       random=frozenset(v for v, n in node_of.items() if is_random(n)), states=states,
-                      unmodeled=unmodeled)
+                      unmodeled=unmodeled, cost_notes=cost_notes)
 
 
 def _tag_untagged(nodes: list[fx.Node]) -> None:
@@ -329,86 +329,3 @@ def _grad_alias(n: fx.Node, owners: dict[fx.Node, tuple[str, ...]], inputs: tupl
         if key in ("cat.default", "stack.default") or (t.shape == out.shape and t.dtype == out.dtype):
             keep += [o for o in owners.get(a, ()) if o in inputs]
     return list(dict.fromkeys(keep))
-
-
-# ---------------------------------------------------------------------------------------------
-# costs
-
-
-def flops(n: fx.Node) -> float:
-    """FLOPs of one op from its fake values (torch.utils.flop_counter's formulas)."""
-    from torch.utils.flop_counter import flop_registry
-
-    out = n.meta.get("val")
-    numel = sum(t.numel() for t in _tensors(out))
-    name = op_name(n.target)
-    if any(name.startswith(a) for a in _ATTENTION):
-        q, k = n.args[0].meta["val"], n.args[1].meta["val"]
-        b, h, s_q, d = q.shape[-4:] if q.dim() >= 4 else (1, *q.shape[-3:])
-        s_k = k.shape[-2]
-        return float(max(4 * b * h * s_q * s_k * d, numel))
-    packet = getattr(n.target, "overloadpacket", None)
-    fn = flop_registry.get(packet) if packet is not None else None
-    if fn is not None:
-        args = pytree.tree_map_only(fx.Node, lambda a: a.meta.get("val"), n.args)
-        kwargs = pytree.tree_map_only(fx.Node, lambda a: a.meta.get("val"), n.kwargs)
-        try:
-            return float(max(fn(*args, **kwargs, out_val=out), numel))
-        except Exception:  # noqa: BLE001 - a formula that cannot read these arguments: count elements
-            pass
-    return float(numel)
-
-
-def bytes_moved(n: fx.Node) -> float:
-    """Bytes an op reads and writes: its tensor inputs and outputs."""
-    total = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
-    for a in n.all_input_nodes:
-        total += sum(t.numel() * t.element_size() for t in _tensors(a.meta.get("val")))
-    return float(total)
-
-
-# peak dense throughput (FLOP/s, by dtype width) and memory bandwidth (B/s) of known devices
-DEVICES = {
-    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10},
-    "H100": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 3.0e12},
-    "H200": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 4.5e12},
-    "A100": {"flops": 2.5e14, "flops32": 1.5e13, "bandwidth": 1.8e12},
-    "cuda": {"flops": 1.0e14, "flops32": 1.5e13, "bandwidth": 1.0e12},
-}
-
-
-def device_figures(device: Any) -> dict[str, float]:
-    """Peak FLOP/s and bandwidth of ``device`` (a torch.device, "cpu", "cuda"), by its name."""
-    dev = torch.device(device) if device is not None else torch.device("cpu")
-    if dev.type == "cuda" and torch.cuda.is_available():
-        label = torch.cuda.get_device_name(dev)
-        for key in ("H200", "H100", "A100"):
-            if key in label:
-                return DEVICES[key]
-        return DEVICES["cuda"]
-    return DEVICES["cpu"]
-
-
-def roofline(n: fx.Node, device: Any = None) -> float:
-    """Seconds by the roofline model: max(flops / peak FLOP/s, bytes moved / bandwidth), plus a
-    launch overhead of a few microseconds per op (what makes many small ops expensive)."""
-    fig = device_figures(device)
-    out = _tensors(n.meta.get("val"))
-    wide = any(t.dtype == torch.float32 for t in out)
-    peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
-    return max(flops(n) / peak, bytes_moved(n) / fig["bandwidth"]) + 4e-6
-
-
-def _cost(n: fx.Node, cost: str, device: Any) -> float:
-    if cost == "roofline":
-        return roofline(n, device)
-    if cost == "flops":
-        return flops(n)
-    if cost == "paper":
-        return 10.0 if "convolution" in op_name(n.target) else 1.0
-    raise InputError(f"unknown cost {cost!r}: use 'flops', 'roofline' or 'paper'")
-
-
-def total_cost(g: Graph) -> float:
-    """Cost of one forward: the yardstick recompute costs are reported against."""
-    return math.fsum(g[v].cost for v in g.order)

@@ -24,7 +24,10 @@ class SolverSpec:
     fn: SolverFn
     problems: tuple[str, ...]
     summary: str
-    min_budget: Callable[..., float] | None = None  # exact shortcut for remat.min_budget
+    min_budget: Callable[..., float] | None = None  # its own model's least budget: where its floor is sought
+    floor: Callable[..., Plan | None] | None = None  # its least-peak plan, judged (remat.judge.floor)
+    budget_free: bool = False  # its plan does not depend on the budget: one call answers every budget
+    variants: tuple[dict, ...] = ({},)  # option sets its floor is sought with (the least wins)
 
 
 _REGISTRY: dict[str, SolverSpec] = {}
@@ -32,10 +35,12 @@ _LOADED = False
 
 
 def register(name: str, problems: tuple[str, ...] = ("training",),
-             min_budget: Callable[..., float] | None = None) -> Callable[[SolverFn], SolverFn]:
+             min_budget: Callable[..., float] | None = None,
+             floor: Callable[..., Plan | None] | None = None,
+             budget_free: bool = False, variants: tuple[dict, ...] = ({},)) -> Callable[[SolverFn], SolverFn]:
     def deco(fn: SolverFn) -> SolverFn:
         doc = (fn.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "", min_budget)
+        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "", min_budget, floor, budget_free, variants)
         return fn
     return deco
 

@@ -65,92 +65,96 @@ def default_candidates() -> tuple[str, ...]:
     return (*listed, *rest)
 
 
-@register("auto")
+def _floor(graph: Graph, mode: str = "time", candidates: tuple[str, ...] | None = None,
+           time_limit: float | None = DEFAULT_TIME_LIMIT, **options: Any) -> Plan | None:
+    """auto's least-peak plan: the least of its candidates' floors (``remat.judge.floor``), those
+    found within ``time_limit`` seconds, fast candidates first."""
+    from ..judge import floor
+
+    deadline = time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
+    best: Plan | None = None
+    for name in (n for n in (candidates or default_candidates()) if _installed(n)):
+        if time.perf_counter() > deadline and best is not None:
+            break
+        try:
+            low = floor(graph, name, mode)
+        except (ValueError, RuntimeError):
+            continue
+        if low is not None and (best is None or (low.peak, low.recompute_cost) < (best.peak, best.recompute_cost)):
+            best = low
+    if best is None:
+        return None
+    out = Plan(solver="auto", budget=best.peak, feasible=True, schedule=best.schedule, kept=best.kept,
+               stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost, mode=best.mode,
+               stats={**best.stats, "chosen": best.solver, "floor": True})
+    return out
+
+
+@register("auto", floor=_floor)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           candidates: tuple[str, ...] | None = None,
-          relax: tuple[float, ...] = (1.0, 1.25, 1.5, 2.0),
           time_limit: float | None = DEFAULT_TIME_LIMIT, **options) -> Plan:
     """Every applicable solver; the cheapest plan whose executed schedule fits the budget."""
     started = time.perf_counter()
-    run = _Run(graph, budget, started + time_limit if time_limit is not None else float("inf"))
+    deadline = started + time_limit if time_limit is not None else float("inf")
     names = [n for n in (candidates or default_candidates()) if _installed(n)]
     weights = [WEIGHT.get(n, 1.0) for n in names]
+    best: Plan | None = None
+    tried: list[dict] = []
+    skipped: dict[str, str] = {}
+    cut_short: dict[str, str] = {}
     for i, name in enumerate(names):
-        left = run.deadline - time.perf_counter()
+        left = deadline - time.perf_counter()
         if left <= 0:
-            run.cut_short[name] = "not run: auto's time limit was spent"
+            cut_short[name] = "not run: auto's time limit was spent"
             continue
-        run.start(name, time.perf_counter() + left * weights[i] / sum(weights[i:]))
-        factors = relax if name not in ONE_CALL and budget is not None else (1.0,)
-        for f in factors:
-            outcome = run.attempt(mode if name not in STAGE_SOLVERS else "time", f, len(factors) + 1)
-            if outcome == "fits":
-                continue
-            if outcome == "misses" and name in STAGE_SOLVERS:
-                # eq. (2) over-estimates: the memory-centric plan at this budget may fit
-                outcome = run.attempt("memory", f, len(factors) + 1)
-                if outcome == "fits":
-                    continue
-            if outcome in ("misses", "stop"):  # a larger planning budget only gives larger plans
-                break
-    stats = {"tried": run.tried, "skipped": run.skipped}
-    if run.cut_short:
-        stats["cut_short"] = run.cut_short
-    if run.best is None:
-        lowest = min((t["simulated_peak"] for t in run.tried), default=float("inf"))
+        share_end = time.perf_counter() + left * weights[i] / sum(weights[i:])
+        try:
+            plan, calls, cut = _candidate(graph, budget, name, mode, share_end, options)
+        except _TimedOut as e:
+            cut_short[name] = str(e)
+            continue
+        except (ValueError, RuntimeError) as e:  # solvers refuse graphs they cannot handle
+            skipped[name] = str(e)
+            continue
+        tried += calls
+        if cut:
+            cut_short[name] = str(cut)
+        if plan is not None and plan.feasible and (
+                best is None or (plan.recompute_cost, plan.peak) < (best.recompute_cost, best.peak)):
+            best = plan
+    stats: dict[str, Any] = {"tried": tried, "skipped": skipped}
+    if cut_short:
+        stats["cut_short"] = cut_short
+    if best is None:
+        lowest = min((t["simulated_peak"] for t in tried if "simulated_peak" in t), default=float("inf"))
         return infeasible("auto", budget, f"no solver fits budget {budget:g}; the lowest simulated "
                           f"peak found is {lowest:g}", stats=stats,
                           solve_seconds=time.perf_counter() - started)
-    cost, peak, chosen, steps = run.best
-    return Plan(solver="auto", budget=budget, feasible=True, schedule=steps, kept=chosen.kept,
-                stages=chosen.stages, peak=peak, recompute_cost=cost,
-                solve_seconds=time.perf_counter() - started, mode=chosen.mode,
-                stats={**chosen.stats, "chosen": chosen.solver, "chosen_mode": chosen.mode, **stats})
+    return Plan(solver="auto", budget=budget, feasible=True, schedule=best.schedule, kept=best.kept,
+                stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost,
+                solve_seconds=time.perf_counter() - started, mode=best.mode,
+                stats={**best.stats, "chosen": best.solver, "chosen_mode": best.mode, **stats})
 
 
-class _Run:
-    """auto's bookkeeping: the candidate being run and its share of time, what was tried, the best."""
+def _candidate(graph: Graph, budget: float | None, name: str, mode: str, share_end: float,
+               options: dict) -> tuple[Plan | None, list[dict], str | None]:
+    """One candidate's best judged plan at ``budget`` (``remat.judge``'s search, without its
+    floor), the calls it made, and why it was cut short (None if it was not). Solvers that honour
+    a time limit get what is left of the share on each call; on large graphs the others run in a
+    child process stopped when the share is spent."""
+    from ..judge import _Search
 
-    def __init__(self, graph: Graph, budget: float | None, deadline: float) -> None:
-        self.graph, self.budget, self.deadline = graph, budget, deadline
-        self.tried: list[dict] = []
-        self.skipped: dict[str, str] = {}
-        self.cut_short: dict[str, str] = {}
-        self.best: tuple[float, float, Plan, Any] | None = None
+    aware = name in TIME_AWARE
 
-    def start(self, name: str, share_end: float) -> None:
-        self.name, self.fn, self.share_end, self.calls = name, get(name).fn, share_end, 0
+    def run() -> tuple[Plan | None, list[dict], str | None]:
+        search = _Search(graph, budget, name, mode, options, deadline=share_end, time_aware=aware)
+        best = search.run()
+        return best, search.tried, search.cut_short
 
-    def attempt(self, mode: str, factor: float, most: int) -> str:
-        """One call at ``budget * factor``: "fits", "misses", "none" (no schedule) or "stop"."""
-        left = self.share_end - time.perf_counter()
-        if left <= 0:
-            self.cut_short.setdefault(self.name, f"its share of auto's time limit ran out after {self.calls} calls")
-            return "stop"
-        planning = None if self.budget is None else self.budget * factor
-        # the first call (at the budget itself) may take the whole share; relaxed ones split the rest
-        limit = None if self.deadline == float("inf") else (left if not self.calls else left / max(most - self.calls, 1))
-        self.calls += 1
-        try:
-            plan = _call(self.fn, self.name, self.graph, planning, mode, limit)
-        except _TimedOut as e:
-            self.cut_short[self.name] = str(e)
-            return "stop"
-        except (ValueError, RuntimeError) as e:
-            self.skipped[self.name] = str(e)
-            return "stop"
-        if "cut_short" in plan.stats:
-            self.cut_short[self.name] = str(plan.stats["cut_short"])
-        if not plan.schedule:
-            return "none"
-        steps, sim = predict(self.graph, plan)
-        fits = self.budget is None or sim.peak <= self.budget * (1 + 1e-9)
-        self.tried.append({"solver": self.name, "mode": mode, "planning_budget": planning,
-                           "simulated_peak": sim.peak, "recompute_cost": sim.recompute_cost, "fits": fits,
-                           "seconds": plan.solve_seconds})
-        if fits and (self.best is None or (sim.recompute_cost, sim.peak) < self.best[:2]):
-            self.best = (sim.recompute_cost, sim.peak, plan, steps)
-        return "fits" if fits else "misses"
+    if aware or len(graph) < ISOLATE_NODES or share_end == float("inf"):
+        return run()
+    return isolated(run, (), {}, share_end - time.perf_counter(), name)
 
 
 def _installed(name: str) -> bool:
@@ -159,17 +163,6 @@ def _installed(name: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def _call(fn: Callable[..., Plan], name: str, graph: Graph, budget: float | None, mode: str,
-          time_limit: float | None) -> Plan:
-    """One candidate call within ``time_limit`` seconds (module docstring)."""
-    kwargs: dict[str, Any] = {"mode": mode, "problem": "training"}
-    if name in TIME_AWARE or time_limit is None or len(graph) < ISOLATE_NODES:
-        if name in TIME_AWARE and time_limit is not None:
-            kwargs["time_limit"] = max(time_limit, 1e-3)
-        return fn(graph, budget, **kwargs)
-    return isolated(fn, (graph, budget), kwargs, time_limit, name)
 
 
 def isolated(fn: Callable[..., Any], args: tuple, kwargs: dict, timeout: float, label: str = "call") -> Any:

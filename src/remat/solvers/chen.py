@@ -194,7 +194,7 @@ def choose(candidates: list[Candidate], budget: float | None) -> Candidate:
 
 
 # ---- solvers -------------------------------------------------------------------------------------
-@register("chen-sqrt")
+@register("chen-sqrt", budget_free=True)
 def solve_sqrt(graph: Graph, budget: float | None = None, **options) -> Plan:
     """Chen et al. sqrt(n) segments (seed 002 §4.3), split at articulation points of a DFS order."""
     started = time.perf_counter()

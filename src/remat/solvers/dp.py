@@ -42,14 +42,14 @@ from scipy.sparse import csr_matrix
 
 from ..errors import SolverError
 from .. import canonical
-from ..coarsen import Coarsening
+from ..coarsen import Coarsening, free_nodes
 from ..graph import Graph
 from ..lowerset import Poset, TooManyLowerSets
 from ..plan import Plan, infeasible
 from . import register
 from .common import stage_plan, within
 
-EXACT_CAP = 30_000  # lower sets; past this the O(#L^2) sweep takes minutes
+EXACT_CAP = 4_096  # lower sets; past this the O(#L^2) sweep takes minutes (6,912 on a 40-node CNN: 92 s a pass)
 RESOLUTION = 1e-4  # dp-approx's Pareto fronts are thinned to steps of this fraction of T(V)
 COARSEN_NODES = 2000  # dp-approx plans over coarsened lower sets (remat.coarsen) from this size
 DEFAULT_TIME_LIMIT = 60.0  # seconds for one dp-approx call; then its fronts are coarsened
@@ -77,13 +77,15 @@ class _Family:
         cost_of = np.asarray(p.cost_of, dtype=float)
         succ = csr_matrix(p._succ, dtype=np.float32)  # succ[i, j]: j reads i
         pred = succ.T.tocsr()
+        bwd_succ = csr_matrix(p._bwd_in.T, dtype=np.float32)  # [i, j]: j's backward reads input i
         extra = np.empty(len(masks))
         bnd: list[np.ndarray] = []
         maximal: list[np.ndarray] = []
         for lo in range(0, len(masks), 1024):  # δ± of many sets at once, as sparse products
             rows = member[lo:lo + 1024]
             plus = (pred @ rows.T.astype(np.float32)).T > 0                # δ+(L)
-            siblings = (succ @ plus.T.astype(np.float32)).T > 0            # δ−(δ+(L))
+            outside = (plus & ~rows).T.astype(np.float32)
+            siblings = (bwd_succ @ outside).T > 0  # inputs the backward of δ+(L) \ L reads
             extra[lo:lo + len(rows)] = (plus & ~rows) @ mem_of + (siblings & ~rows) @ mem_of
             read_outside = (succ @ (~rows).T.astype(np.float32)).T > 0     # δ−(V \ L)
             bnd += [np.flatnonzero(b) for b in read_outside & rows]
@@ -340,15 +342,35 @@ def _trace(p: Poset, fam: _Family, ents: _Entries, best: int) -> list[list[str]]
     return stages
 
 
-def _family(p: Poset, exact: bool, cap: int, graph: Graph | None = None) -> _Family:
-    """All lower sets, or the pruned family; given ``graph``, the pruned family restricted to
-    lower sets that split no chain of cheap ops (``remat.coarsen``)."""
+def _coarsening(graph: Graph, coarsen: bool | str) -> Coarsening:
+    """The groups lower sets must not split: none (every node its own group), the chains of
+    cheap ops (True, "chains"), or layers (an expensive op with its cheap tail, "layers")."""
+    if coarsen in (False, None):
+        return Coarsening(graph, {v: (v,) for v in graph.order}, {v: v for v in graph.order})
+    if coarsen not in (True, "chains", "layers"):
+        raise SolverError(f"coarsen must be True, False, 'chains' or 'layers', got {coarsen!r}")
+    return Coarsening.of(graph, layers=coarsen == "layers")
+
+
+def _family(p: Poset, exact: bool, cap: int, graph: Graph, coarsen: bool | str = False) -> _Family:
+    """All lower sets (dp-exact), or the pruned family {L_v} (dp-approx); with ``coarsen``, only
+    those that split no group (``remat.coarsen``). dp-exact keeps the isolated nodes together
+    (``coarsen.free_nodes``: those of size 0, which is exact, and, with ``coarsen``, all of them
+    when the lower sets exceed ``cap`` otherwise and they are under a millionth of M(V):
+    BatchNorm's 8-byte counter updates), since each would double the lower sets."""
     if exact:
-        return _Family.build(p, p.lower_sets(cap=cap))
-    if graph is None:
+        groups = _coarsening(graph, coarsen)
+        try:
+            return _Family.build(p, p.lower_sets(cap=cap, units=groups.units(p.pos)))
+        except TooManyLowerSets:
+            sized = sum(graph[v].mem for v in free_nodes(graph))
+            if not coarsen or not 0 < sized <= 1e-6 * graph.total_mem():
+                raise  # uncoarsened dp-exact stays exact: it refuses rather than run for many minutes
+            # isolated nodes of negligible size together: eq. (2) within 2 M(isolated) of the optimum
+            return _Family.build(p, p.lower_sets(cap=cap, units=groups.units(p.pos, sized_free=True)))
+    if not coarsen:
         return _Family.build(p, p.pruned_family())
-    coarse = Coarsening.of(graph)
-    masks = set(coarse.lower_family(p.ancestor_sets(), p.pos)) | {p.full}
+    masks = set(_coarsening(graph, coarsen).lower_family(p.ancestor_sets(), p.pos)) | {p.full}
     return _Family.build(p, sorted(masks, key=lambda m: (m.bit_count(), m)))
 
 
@@ -361,10 +383,13 @@ def _first_cap(objective: str, budget: float, total: float) -> float:
     return total / 16
 
 
-def _dp_min_budget(graph: Graph, exact: bool, cap: int = EXACT_CAP) -> float:
+def _dp_min_budget(graph: Graph, exact: bool, cap: int = EXACT_CAP, coarsen: bool | str | None = False) -> float:
     """The smallest budget with a feasible sequence over the family (seed 000 §5.1)."""
     p = Poset.of(graph)
-    return _min_peak(p, _family(p, exact, cap), graph)
+    try:
+        return _min_peak(p, _family(p, exact, cap, graph, _default_coarsen(graph, coarsen)), graph)
+    except TooManyLowerSets as e:
+        raise SolverError(f"{'dp-exact' if exact else 'dp-approx'}: {e}") from None
 
 
 def _min_peak(p: Poset, fam: _Family, graph: Graph) -> float:
@@ -390,6 +415,13 @@ def _peak_of(p: Poset, fam: _Family, ents: "_Entries", best: int) -> float:
     return max(t.memory for t in canonical.stage_terms(p, canonical.lowers_of_stages(p, stages)))
 
 
+def _default_coarsen(graph: Graph, coarsen: bool | str | None) -> bool | str:
+    """``coarsen=None``: chains of cheap ops from ``COARSEN_NODES`` nodes on, else none."""
+    if coarsen is None:
+        return len(graph) >= COARSEN_NODES
+    return coarsen
+
+
 def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: str,
               cap: int = EXACT_CAP, resolution: float = RESOLUTION, time_limit: float | None = None,
               coarsen: bool | None = False) -> Plan:
@@ -398,10 +430,9 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
         raise SolverError(f"{name}: resolution must be >= 0 and time_limit > 0 seconds, "
                           f"got {resolution!r} and {time_limit!r}")
     p = Poset.of(graph)
-    if coarsen is None:
-        coarsen = len(graph) >= COARSEN_NODES
+    coarsen = _default_coarsen(graph, coarsen)
     try:
-        fam = _family(p, exact, cap, graph if coarsen and not exact else None)
+        fam = _family(p, exact, cap, graph, coarsen)
     except TooManyLowerSets as e:
         raise SolverError(f"{name}: {e}") from None
     if mode == "memory" and budget is None:
@@ -418,7 +449,7 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
         if best is not None or cap == float("inf"):
             break
         cap = cap * 2 if cap * 2 < total else float("inf")
-    stats = {"lower_sets": len(fam.masks) - 1, "resolution": resolution, "coarse_family": bool(coarsen)}
+    stats = {"lower_sets": len(fam.masks) - 1, "resolution": resolution, "coarse_family": coarsen}
     if control.report():
         stats["cut_short"] = control.report()
     if best is None:
@@ -427,16 +458,26 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
     return stage_plan(graph, stages, name, budget, started, mode=mode, planning_budget=budget_used, **stats)
 
 
-@register("dp-exact", min_budget=lambda g, **o: _dp_min_budget(g, exact=True, cap=o.get("cap", EXACT_CAP)))
+# dp-approx's floor is sought with and without chains coarsened (dp-exact's family is already
+# exact; coarsened it is a restriction that takes minutes on large graphs): on captured graphs eq. (2) mis-rates
+# stages cut inside a conv -> BN -> ReLU chain (VGG19: -10% uncoarsened, -51% coarsened), while
+# on a few graphs the finer family reaches a little lower (bench/results/paper_fidelity)
+FLOOR_VARIANTS = ({}, {"coarsen": "chains"})
+
+
+@register("dp-exact", min_budget=lambda g, **o: _dp_min_budget(g, exact=True, cap=o.get("cap", EXACT_CAP),
+                                                               coarsen=o.get("coarsen", False)))
 def solve_exact(graph: Graph, budget: float | None = None, mode: str = "time",
                 cap: int = EXACT_CAP, resolution: float = 0.0, time_limit: float | None = None,
-                **options) -> Plan:
-    """Exact DP over all lower sets (seed 000 §4.2, Algorithm 1)."""
+                coarsen: bool | str = False, **options) -> Plan:
+    """Exact DP over all lower sets (seed 000 §4.2, Algorithm 1); with ``coarsen``, over those
+    that split no group (``remat.coarsen``), which fits graphs with too many lower sets."""
     return _dp_solve(graph, budget, mode, exact=True, name="dp-exact", cap=cap, resolution=resolution,
-                     time_limit=time_limit)
+                     time_limit=time_limit, coarsen=coarsen)
 
 
-@register("dp-approx", min_budget=lambda g, **o: _dp_min_budget(g, exact=False))
+@register("dp-approx", min_budget=lambda g, **o: _dp_min_budget(g, exact=False, coarsen=o.get("coarsen")),
+          variants=FLOOR_VARIANTS)
 def solve_approx(graph: Graph, budget: float | None = None, mode: str = "time",
                  resolution: float = RESOLUTION, time_limit: float | None = DEFAULT_TIME_LIMIT,
                  coarsen: bool | None = None, **options) -> Plan:

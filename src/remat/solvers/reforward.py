@@ -99,7 +99,7 @@ def _min_budget(graph: Graph, **options) -> float:
     return solve(graph, None, **options).peak
 
 
-@register("reforward", min_budget=_min_budget)
+@register("reforward", min_budget=_min_budget, budget_free=True)
 def solve(graph: Graph, budget: float | None = None, method: str = "auto", **options) -> Plan:
     """Re-forwarding (Feng & Huang 2018): the kept set of least eq. (1) memory.
 

@@ -1,0 +1,430 @@
+"""What one op of a joint graph costs, for the planner: ``cost="flops" | "roofline" | "profile"``.
+
+- ``"flops"``: ``torch.utils.flop_counter``'s formulas on the fake values (one flop per output
+  element where there is none; attention on the CPU included). Unitless: it ranks matmuls and
+  convolutions above everything else, and a memory-bound op costs next to nothing.
+- ``"roofline"``: seconds, max(FLOPs / peak FLOP/s, bytes moved / memory bandwidth) plus a
+  per-op overhead, with the device's figures (``device_figures``: known GPUs by name; on the CPU
+  figures measured once with a matmul, a copy and a one-element add, cached on disk).
+- ``"profile"``: seconds, each distinct (op, input shapes, strides, dtypes, non-tensor
+  arguments) timed once on real tensors on the device (median of a few runs after a warm-up) and
+  cached on disk, so a second build of the same model times nothing. Ops that cannot be run on
+  synthetic inputs (random draws, in-place ops, ops that fail) get their roofline estimate.
+- ``"paper"``: seed 000 §5's rule: 10 for a convolution, 1 for anything else.
+
+The cache: ``$REMAT_CACHE_DIR`` (default ``~/.cache/remat``), one JSON file per device name, torch
+version (and, on the CPU, thread count, which op times depend on).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+import torch
+import torch.fx as fx
+import torch.utils._pytree as pytree
+
+from ..errors import InputError
+from ..graph import Graph
+
+COSTS = ("flops", "roofline", "profile", "paper")
+
+# ops the flop counter has no formula for that do matmul work (batch, heads, queries, keys, dim)
+_ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
+              "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
+
+# peak dense throughput (FLOP/s; "flops32": fp32 without tensor cores), memory bandwidth (B/s) and
+# per-op overhead (s: kernel launch, dispatcher) of known devices; the CPU's are replaced by
+# measured ones where measuring works (``calibrate``)
+DEVICES: dict[str, dict[str, float]] = {
+    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10, "overhead": 4e-6},
+    "H100": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 3.0e12, "overhead": 4e-6},
+    "H200": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 4.5e12, "overhead": 4e-6},
+    "A100": {"flops": 2.5e14, "flops32": 1.5e13, "bandwidth": 1.8e12, "overhead": 4e-6},
+    "cuda": {"flops": 1.0e14, "flops32": 1.5e13, "bandwidth": 1.0e12, "overhead": 4e-6},
+}
+
+REPEATS = 5          # timed runs per op (after one warm-up); the median is its cost
+LONG_OP = 0.05       # seconds: an op this slow in its warm-up is timed once more only
+
+timed = 0            # ops timed on real tensors in this process (tests count cache hits by it)
+
+
+def check(cost: str) -> None:
+    """Refuse an unknown cost model, naming the known ones."""
+    if cost not in COSTS:
+        raise InputError(f"unknown cost {cost!r}: use one of {', '.join(repr(c) for c in COSTS)}")
+
+
+# ---- fake values -----------------------------------------------------------------------------
+
+
+def _tensors(val: Any) -> list[torch.Tensor]:
+    return [t for t in pytree.tree_leaves(val) if isinstance(t, torch.Tensor)]
+
+
+def op_name(target: Any) -> str:
+    return str(getattr(target, "__name__", target)).replace("aten::", "")
+
+
+def node_device(n: fx.Node) -> torch.device | None:
+    """The device an op runs on: that of its output (or inputs) in the fake values, if any."""
+    for t in _tensors(n.meta.get("val")) + [t for a in n.all_input_nodes for t in _tensors(a.meta.get("val"))]:
+        if t.device.type != "meta":
+            return t.device
+    return None
+
+
+# ---- flops and bytes -------------------------------------------------------------------------
+
+
+def flops(n: fx.Node) -> float:
+    """FLOPs of one op from its fake values (torch.utils.flop_counter's formulas)."""
+    from torch.utils.flop_counter import flop_registry
+
+    out = n.meta.get("val")
+    numel = sum(t.numel() for t in _tensors(out))
+    name = op_name(n.target)
+    if any(name.startswith(a) for a in _ATTENTION):
+        q, k = n.args[0].meta["val"], n.args[1].meta["val"]
+        b, h, s_q, d = q.shape[-4:] if q.dim() >= 4 else (1, *q.shape[-3:])
+        s_k = k.shape[-2]
+        return float(max(4 * b * h * s_q * s_k * d, numel))
+    packet = getattr(n.target, "overloadpacket", None)
+    fn = flop_registry.get(packet) if packet is not None else None
+    if fn is not None:
+        args = pytree.tree_map_only(fx.Node, lambda a: a.meta.get("val"), n.args)
+        kwargs = pytree.tree_map_only(fx.Node, lambda a: a.meta.get("val"), n.kwargs)
+        try:
+            return float(max(fn(*args, **kwargs, out_val=out), numel))
+        except Exception:  # noqa: BLE001 - a formula that cannot read these arguments: count elements
+            pass
+    return float(numel)
+
+
+def bytes_moved(n: fx.Node) -> float:
+    """Bytes an op reads and writes: its tensor inputs and outputs."""
+    total = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
+    for a in n.all_input_nodes:
+        total += sum(t.numel() * t.element_size() for t in _tensors(a.meta.get("val")))
+    return float(total)
+
+
+# ---- roofline --------------------------------------------------------------------------------
+
+
+def device_figures(device: Any = None) -> dict[str, float]:
+    """Peak FLOP/s, bandwidth and per-op overhead of ``device`` (a torch.device, "cpu", "cuda"):
+    a known GPU by its name; the CPU's as measured here (``calibrate``), else ``DEVICES["cpu"]``."""
+    dev = torch.device(device) if device is not None else torch.device("cpu")
+    if dev.type == "cuda":
+        if not torch.cuda.is_available():
+            return DEVICES["cuda"]
+        label = torch.cuda.get_device_name(dev)
+        return next((DEVICES[k] for k in ("H200", "H100", "A100") if k in label), DEVICES["cuda"])
+    if dev.type == "cpu":
+        return calibrate()
+    return DEVICES["cpu"]
+
+
+def roofline(n: fx.Node, device: Any = None, figures: dict[str, float] | None = None) -> float:
+    """Seconds by the roofline model: max(flops / peak FLOP/s, bytes moved / bandwidth), plus the
+    device's per-op overhead (what makes many small ops expensive). ``figures`` overrides the
+    device's (``DEVICES`` entries); ``device`` defaults to where the op's fake values live."""
+    fig = figures or device_figures(device if device is not None else node_device(n))
+    wide = any(t.dtype == torch.float32 for t in _tensors(n.meta.get("val")))
+    peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
+    return max(flops(n) / peak, bytes_moved(n) / fig["bandwidth"]) + fig.get("overhead", 4e-6)
+
+
+_calibrated: dict[str, dict[str, float]] = {}
+
+
+def calibrate() -> dict[str, float]:
+    """The CPU's figures at the current thread count, measured once (a 512x512 fp32 matmul,
+    a 16 MiB copy, a one-element add) and cached on disk beside the profiles."""
+    cache = Cache(torch.device("cpu"))
+    if str(cache.path) in _calibrated:
+        return _calibrated[str(cache.path)]
+    fig = cache.figures()
+    if fig is None:
+        try:
+            fig = _measure_cpu()
+        except Exception:  # noqa: BLE001 - a CPU nothing can be timed on: the nominal figures
+            fig = dict(DEVICES["cpu"])
+        cache.set_figures(fig)
+        cache.save()
+    _calibrated[str(cache.path)] = fig
+    return fig
+
+
+def _measure_cpu() -> dict[str, float]:
+    with real_mode(), torch.no_grad():
+        a, b = torch.rand(512, 512), torch.rand(512, 512)
+        mm = _median_seconds(lambda: torch.mm(a, b), torch.device("cpu"), repeats=5)
+        src = torch.rand(4 * 2 ** 20)  # 16 MiB
+        dst = torch.empty_like(src)
+        copy = _median_seconds(lambda: dst.copy_(src), torch.device("cpu"), repeats=5)
+        x, y = torch.rand(1), torch.rand(1)
+        add = torch.ops.aten.add.Tensor
+        tiny = _median_seconds(lambda: add(x, y), torch.device("cpu"), repeats=21)
+    return {"flops": 2 * 512 ** 3 / mm, "bandwidth": 2 * src.numel() * 4 / copy, "overhead": tiny,
+            "measured": 1.0}
+
+
+# ---- profile ---------------------------------------------------------------------------------
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("REMAT_CACHE_DIR") or Path.home() / ".cache" / "remat")
+
+
+def device_name(device: torch.device) -> str:
+    """A file-name-safe name of the device model (op times are per model, not per index)."""
+    if device.type == "cuda" and torch.cuda.is_available():
+        label = torch.cuda.get_device_name(device)
+    elif device.type == "cpu":
+        label = f"cpu-{_cpu_model()}-t{torch.get_num_threads()}"
+    else:
+        label = device.type
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
+
+
+class Cache:
+    """Op timings (seconds by key) of one device and torch version, in one JSON file."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.path = cache_dir() / f"costs-{device_name(device)}-torch{torch.__version__}.json"
+        self.data: dict[str, Any] = {"ops": {}}
+        self.dirty = False
+        try:
+            loaded = json.loads(self.path.read_text())
+            if isinstance(loaded, dict) and isinstance(loaded.get("ops"), dict):
+                self.data = loaded
+        except (OSError, ValueError):
+            pass
+
+    @property
+    def ops(self) -> dict[str, float]:
+        return self.data["ops"]
+
+    def figures(self) -> dict[str, float] | None:
+        return self.data.get("figures")
+
+    def set_figures(self, fig: dict[str, float]) -> None:
+        self.data["figures"] = fig
+        self.dirty = True
+
+    def put(self, key: str, seconds: float) -> None:
+        self.ops[key] = seconds
+        self.dirty = True
+
+    def save(self) -> None:
+        """Write the file (merged with what another process wrote meanwhile); a cache that cannot
+        be written is not an error: the next build times again."""
+        if not self.dirty:
+            return
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                disk = json.loads(self.path.read_text())
+            except (OSError, ValueError):
+                disk = {}
+            merged = {**disk, **self.data, "ops": {**disk.get("ops", {}), **self.ops}}
+            tmp = self.path.with_suffix(f".{os.getpid()}.tmp")
+            tmp.write_text(json.dumps(merged, indent=0, sort_keys=True))
+            os.replace(tmp, self.path)
+            self.dirty = False
+        except OSError:
+            pass
+
+
+def op_key(n: fx.Node) -> str:
+    """What an op's time depends on: the overload, its tensors' shapes, strides and dtypes, and
+    its other arguments."""
+    def describe(a: Any) -> Any:
+        if isinstance(a, fx.Node):
+            a = a.meta.get("val")
+        if isinstance(a, torch.Tensor):
+            return f"T{tuple(a.shape)}/{tuple(a.stride())}+{a.storage_offset()}/{str(a.dtype).replace('torch.', '')}"
+        if isinstance(a, (torch.dtype, torch.device, torch.layout, torch.memory_format)):
+            return str(a)
+        return a if isinstance(a, (int, float, bool, str, type(None))) else repr(a)
+
+    args = pytree.tree_map(describe, (list(n.args), dict(n.kwargs)))
+    return json.dumps([str(n.target), args], default=repr, separators=(",", ":"))
+
+
+def unrunnable(n: fx.Node) -> str | None:
+    """Why an op cannot be timed on synthetic inputs (None: it can)."""
+    target = n.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return "not an aten op"
+    if torch.Tag.nondeterministic_seeded in target.tags and _draws(n):
+        return "random"
+    if target._schema.is_mutable:
+        return "mutates its inputs"
+    if not _tensors(n.meta.get("val")):
+        return "no tensor output"
+    return None
+
+
+def _draws(n: fx.Node) -> bool:
+    """Whether a seeded op draws random numbers here: attention draws only with ``dropout_p > 0``."""
+    names = [a.name for a in n.target._schema.arguments]
+    if "dropout_p" not in names:
+        return True
+    i = names.index("dropout_p")
+    p = n.args[i] if i < len(n.args) else n.kwargs.get("dropout_p", n.target._schema.arguments[i].default_value)
+    return not isinstance(p, (int, float)) or p > 0
+
+
+def _real(val: Any, device: torch.device) -> Any:
+    """A real tensor like a fake one (shape, strides, offset, dtype) on ``device``: floating values
+    in [0.5, 1) (no NaN from logs or roots), integers and booleans zero (valid indices)."""
+    if not isinstance(val, torch.Tensor):
+        return val
+    size = 1 + val.storage_offset() + sum((s - 1) * st for s, st in zip(val.shape, val.stride()) if s > 0)
+    if val.numel() == 0:
+        size = 0
+    base = torch.zeros(size, dtype=val.dtype, device=device)
+    if val.dtype.is_floating_point or val.dtype.is_complex:
+        base.uniform_(0.5, 1.0)
+    return base.as_strided(tuple(val.shape), tuple(val.stride()), val.storage_offset())
+
+
+def real_mode() -> Any:
+    """A context where tensors are real: the planner runs inside AOTAutograd's tracing, whose fake
+    and proxy modes would otherwise make every tensor made here fake (and every timing a fake's)."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()
+
+
+def _median_seconds(fn: Callable[[], Any], device: torch.device, repeats: int = REPEATS) -> float:
+    """Median seconds of ``fn`` after one warm-up run (synchronizing CUDA around each)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
+    started = time.perf_counter()
+    fn()
+    sync()
+    first = time.perf_counter() - started
+    if first > LONG_OP:
+        repeats = 1
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
+def time_op(n: fx.Node, device: torch.device) -> float:
+    """Seconds of one run of ``n``'s op on real tensors like its fake inputs."""
+    global timed
+    with real_mode(), torch.no_grad():
+        args = pytree.tree_map_only(fx.Node, lambda a: _real(a.meta.get("val"), device), n.args)
+        kwargs = pytree.tree_map_only(fx.Node, lambda a: _real(a.meta.get("val"), device), n.kwargs)
+        seconds = _median_seconds(lambda: n.target(*args, **kwargs), device)
+    timed += 1
+    return seconds
+
+
+def profile(nodes: Iterable[fx.Node], device: Any = None, notes: list[str] | None = None) -> dict[fx.Node, float]:
+    """Measured seconds of each op (see the module docstring); ``notes`` gets one line per kind of
+    op that fell back to its roofline estimate, and a summary."""
+    from .. import progress
+
+    nodes = list(nodes)
+    out: dict[fx.Node, float] = {}
+    caches: dict[str, Cache] = {}
+    fallback: dict[str, str] = {}
+    hits = runs = 0
+    with progress.task("timing ops (cost='profile')", total=len(nodes)) as bar:
+        for n in nodes:
+            # where the op really runs (a CPU scalar op in a CUDA model stays on the CPU)
+            dev = node_device(n) or (torch.device(device) if device is not None else torch.device("cpu"))
+            cache = caches.setdefault(str(dev), Cache(dev))
+            why = unrunnable(n)
+            key = op_key(n) if why is None else None
+            if key is not None and key in cache.ops:
+                out[n] = cache.ops[key]
+                hits += 1
+            elif why is None:
+                bar.note(op_name(n.target))
+                try:
+                    out[n] = time_op(n, dev)
+                    cache.put(key, out[n])
+                    runs += 1
+                except Exception as e:  # noqa: BLE001 - fails on synthetic inputs: estimated instead
+                    why = f"failed on synthetic inputs ({type(e).__name__})"
+            if why is not None:
+                out[n] = roofline(n, dev)
+                fallback.setdefault(op_name(n.target), why)
+            bar.advance()
+    for cache in caches.values():
+        cache.save()
+    if notes is not None:
+        notes.append(f"profile: {runs} ops timed, {hits} from the cache, {sum(1 for _ in fallback)} kinds of op "
+                     f"estimated by the roofline")
+        notes += [f"profile: {name} estimated by the roofline: {why}" for name, why in sorted(fallback.items())]
+    return out
+
+
+# ---- dispatch --------------------------------------------------------------------------------
+
+
+def paper(n: fx.Node) -> float:
+    return 10.0 if "convolution" in op_name(n.target) else 1.0
+
+
+def node_costs(nodes: Iterable[fx.Node], cost: str, device: Any = None,
+               notes: list[str] | None = None) -> dict[fx.Node, float]:
+    """The cost of each op by the ``cost`` model (one of ``COSTS``)."""
+    check(cost)
+    nodes = list(nodes)
+    if cost == "profile":
+        return profile(nodes, device, notes)
+    return {n: _cost(n, cost, device) for n in nodes}
+
+
+def _cost(n: fx.Node, cost: str, device: Any = None) -> float:
+    """One op's cost (``"profile"``: from the cache, timing it if absent)."""
+    if cost == "roofline":
+        return roofline(n, device)
+    if cost == "flops":
+        return flops(n)
+    if cost == "paper":
+        return paper(n)
+    if cost == "profile":
+        return profile([n], device)[n]
+    check(cost)
+    raise AssertionError(cost)
+
+
+def total_cost(g: Graph) -> float:
+    """Cost of one forward: the yardstick recompute costs are reported against."""
+    return math.fsum(g[v].cost for v in g.order)
+
+
+__all__ = ["COSTS", "DEVICES", "Cache", "bytes_moved", "calibrate", "check", "device_figures", "flops",
+           "node_costs", "op_key", "profile", "roofline", "time_op", "total_cost"]

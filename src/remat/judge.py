@@ -1,0 +1,285 @@
+"""One truth about a plan: the simulation of the schedule the runtime executes for it.
+
+Every solver plans against a model of its own: eq. (2) for the stage solvers (it over-estimates
+what liveness achieves), its own schedule for the others. What a user is told (``plan.peak``,
+``plan.feasible``, ``plan.recompute_cost``, in the API, the CLI, JSON, reports and the demo) is
+instead the simulated peak and cost of the schedule the runtime executes for the plan
+(``selective.predict``, which is ``runtime.predict`` without torch), the same yardstick for every
+solver. The solver's own figures stay in ``plan.stats`` (``solver_peak``, ``solver_feasible``).
+
+A solver's answer at a budget B (``answer``) is its best plan over the planning budgets tried
+whose executed schedule fits B:
+
+1. its plan at B;
+2. if that fits and the solver's own model over-estimated it, plans at larger planning budgets
+   (``RELAX``) while they still fit: cheaper plans with room to spare;
+3. if it does not fit: the memory-centric plan (stage solvers), then, where the solver's own
+   model said it fits (an under-estimate), tighter planning budgets;
+4. else its ``floor``: the plan of least executed peak it was seen to make (cached per graph).
+
+So ``solve(g, B, s)`` is feasible for every B at or above ``min_budget(g, s)``, which is the
+floor's peak: feasibility is monotone in the budget by construction, and a budget an error
+message names is always met. Torch-free, like the solvers.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any, Callable
+
+from . import progress, solvers
+from .budget import fmt_bytes
+from .graph import Graph
+from .plan import Plan, infeasible
+from .solvers.selective import predict
+
+RELAX = (1.25, 1.5, 2.0)      # larger planning budgets tried once a plan fits (model over-estimates)
+TIGHTEN_ROUNDS = 3            # planning budgets shrunk by the overshoot of the executed peak
+TIGHTEN = (0.8, 0.6, 0.45, 0.3)  # then fixed fractions: solvers whose executed peak is far above their model
+STAGE_SOLVERS = ("dp-approx", "dp-exact", "dp-exhaustive")  # eq. (2): try memory-centric when time misses
+BISECT_STEPS = 14             # floor search without a solver shortcut: precision 2**-14 of the vanilla peak
+FLOOR_KEY = "_remat_floors"   # where floors are cached on a Graph (dropped when the graph changes)
+
+
+def units(x: float) -> str:
+    """A budget in graph units, with its byte size where it is large enough to be bytes."""
+    return f"{x:.0f} ({fmt_bytes(x)})" if math.isfinite(x) and x >= 1024 else f"{x:g}"
+
+
+def judge(graph: Graph, plan: Plan, budget: float | None) -> Plan:
+    """Set ``plan``'s peak, recompute cost, feasibility and schedule to those of the schedule the
+    runtime executes for it; the solver's own figures go to ``stats``. Idempotent."""
+    if not plan.schedule and not plan.kept:
+        return plan
+    if "solver_peak" not in plan.stats:
+        plan.stats["solver_peak"] = plan.peak
+        plan.stats["solver_feasible"] = plan.feasible
+    steps, sim = predict(graph, plan)
+    plan.schedule, plan.peak, plan.recompute_cost = steps, sim.peak, sim.recompute_cost
+    plan.feasible = budget is None or sim.peak <= budget * (1 + 1e-9) + 1e-12
+    if plan.status == "infeasible" and plan.feasible:
+        plan.status, plan.message = "ok", ""
+    return plan
+
+
+class _Search:
+    """Calls of one solver at planning budgets, each judged; the cheapest that fits ``budget``."""
+
+    def __init__(self, graph: Graph, budget: float | None, name: str, mode: str, options: dict,
+                 deadline: float = math.inf, time_aware: bool = False) -> None:
+        self.graph, self.budget, self.name, self.mode = graph, budget, name, mode
+        self.options = {k: v for k, v in options.items() if k not in ("problem", "mode")}
+        spec = solvers.get(name)
+        self.fn: Callable[..., Plan] = spec.fn
+        self.budget_free = spec.budget_free
+        self.deadline = deadline
+        self.best: Plan | None = None
+        self.lowest: Plan | None = None     # least executed peak seen, fitting or not
+        self.tried: list[dict] = []
+        self._seen: dict[tuple, Plan] = {}
+        self.cut_short: Any = None  # why a call was cut short (the solver's own words)
+        self.new = False  # whether the last call made a plan not seen before
+        self.time_aware = time_aware and math.isfinite(deadline)
+
+    def call(self, planning: float | None, mode: str | None = None) -> Plan | None:
+        """The solver's plan at ``planning``, judged against the real budget (None: it made no
+        plan, or the time is up). ``self.new`` says whether the plan differs from every earlier
+        one (a solver whose plan does not move with the budget makes the same plan again)."""
+        self.new = False
+        now = time.perf_counter()
+        if now > self.deadline and self.tried:
+            self.cut_short = f"its share of the time limit ran out after {len(self.tried)} calls"
+            return None
+        mode = mode or self.mode
+        options = dict(self.options)
+        if self.time_aware:
+            options["time_limit"] = max(self.deadline - now, 1e-3)
+        plan = self.fn(self.graph, planning, mode=mode, problem="training", **options)
+        if "cut_short" in plan.stats:
+            self.cut_short = plan.stats["cut_short"]
+        if not plan.schedule:
+            self.tried.append({"solver": self.name, "mode": mode, "planning_budget": planning,
+                               "fits": False, "message": plan.message})
+            return None
+        key = (tuple(plan.kept), len(plan.schedule), plan.recompute_cost)
+        if key in self._seen:
+            seen = self._seen[key]
+            seen.feasible = self.budget is None or seen.peak <= self.budget * (1 + 1e-9) + 1e-12
+            return seen
+        self._seen[key] = plan
+        self.new = True
+        judge(self.graph, plan, self.budget)
+        self.tried.append({"solver": self.name, "mode": mode, "planning_budget": planning,
+                           "simulated_peak": plan.peak, "recompute_cost": plan.recompute_cost,
+                           "fits": plan.feasible, "seconds": plan.solve_seconds})
+        if self.lowest is None or (plan.peak, plan.recompute_cost) < (self.lowest.peak, self.lowest.recompute_cost):
+            self.lowest = plan
+        if plan.feasible and (self.best is None or
+                              (plan.recompute_cost, plan.peak) < (self.best.recompute_cost, self.best.peak)):
+            self.best = plan
+        return plan
+
+    def run(self) -> Plan | None:
+        """Steps 1-3 of the module docstring; the best fitting plan or None."""
+        b = self.budget
+        first = self.call(b)
+        if b is None or self.budget_free:
+            return self.best if b is not None else first
+        if first is not None and first.feasible:
+            if first.stats.get("solver_peak", first.peak) > first.peak * (1 + 1e-9):
+                for f in RELAX:  # the solver's model left room: a larger planning budget may still fit
+                    p = self.call(b * f)
+                    if p is None or not p.feasible or not self.new:
+                        break
+            return self.best
+        if first is None or not first.stats.get("solver_feasible", True):
+            return self.best  # its own model says no plan fits: a tighter planning budget cannot help
+        if self.name in STAGE_SOLVERS and self.mode == "time":
+            p = self.call(b, "memory")
+            if p is not None and p.feasible:
+                return self.best
+        planning, last = b, first
+        for _ in range(TIGHTEN_ROUNDS):
+            if last is None or not math.isfinite(last.peak) or last.peak <= 0:
+                break
+            planning *= min(0.95, b / last.peak)
+            last = self.call(planning)
+            if self.best is not None:
+                return self.best
+        for f in TIGHTEN:
+            if b * f < planning:
+                self.call(b * f)
+                if self.best is not None:
+                    return self.best
+        return self.best
+
+
+def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *, use_floor: bool = True,
+           deadline: float = math.inf, **options: Any) -> Plan:
+    """``name``'s judged plan at ``budget`` (module docstring), or an infeasible Plan whose
+    message names the smallest budget it meets."""
+    started = time.perf_counter()
+    search = _Search(graph, budget, name, mode, options, deadline)
+    best = search.run()
+    if best is None and use_floor and budget is not None:
+        low = floor(graph, name, mode, **options)
+        if low is not None and low.peak <= budget * (1 + 1e-9):
+            best = _copy(low, budget)
+            best.stats["floor"] = True
+    if best is None:
+        low = floor(graph, name, mode, **options) if use_floor and budget is not None else search.lowest
+        least = low.peak if low is not None else math.inf
+        msg = (f"no {name} plan fits budget {units(budget)}; the smallest budget it can meet is {units(least)}"
+               if math.isfinite(least) else f"{name} makes no plan for {graph.name}")
+        plan = infeasible(name, budget, msg, mode=mode, stats={"min_budget": least, "tried": search.tried})
+        if search.lowest is not None:  # what it would run: its least peak, over the budget
+            plan.schedule, plan.kept, plan.stages = search.lowest.schedule, search.lowest.kept, search.lowest.stages
+            plan.peak, plan.recompute_cost = search.lowest.peak, search.lowest.recompute_cost
+    else:
+        plan = best
+        plan.stats.setdefault("tried", search.tried)
+    if search.cut_short and "cut_short" not in plan.stats:
+        plan.stats["cut_short"] = search.cut_short
+    plan.budget = budget
+    plan.solve_seconds = time.perf_counter() - started
+    return plan
+
+
+def _copy(plan: Plan, budget: float | None) -> Plan:
+    import dataclasses
+
+    out = dataclasses.replace(plan, stats=dict(plan.stats), budget=budget)
+    out.feasible = budget is None or out.peak <= budget * (1 + 1e-9) + 1e-12
+    return out
+
+
+def floor(graph: Graph, name: str, mode: str = "time", **options: Any) -> Plan | None:
+    """The plan of least executed peak ``name`` makes on ``graph`` (cached on the graph): at its
+    own minimal budget where it has a shortcut, else the least found by bisecting the budget."""
+    cache = graph.__dict__.setdefault(FLOOR_KEY, {})
+    key = (name, mode, tuple(sorted((k, repr(v)) for k, v in options.items() if k != "time_limit")))
+    if key not in cache:
+        cache[key] = _floor(graph, name, mode, options)
+    return cache[key]
+
+
+def _floor(graph: Graph, name: str, mode: str, options: dict) -> Plan | None:
+    spec = solvers.get(name)
+    if spec.floor is not None:
+        return spec.floor(graph, mode=mode, **options)
+    lows = []
+    for variant in spec.variants:
+        if any(k in options for k in variant):  # the caller chose that option
+            if variant:
+                continue
+        try:
+            lows.append(_floor_of(graph, name, spec, mode, {**options, **variant}))
+        except (ValueError, RuntimeError):
+            if not variant:
+                raise
+    lows = [p for p in lows if p is not None]
+    low = min(lows, key=lambda p: (p.peak, p.recompute_cost), default=None)
+    if low is not None:
+        low.feasible, low.budget = True, low.peak
+        low.stats["floor"] = True
+    return low
+
+
+def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict) -> Plan | None:
+    """The least executed peak of the plans ``name`` makes with ``options``: one call for a
+    budget-free solver, at its own minimal budget where it has that shortcut, else bisection."""
+    search = _Search(graph, None, name, mode, options)
+    if spec.budget_free:
+        search.call(None)
+    elif spec.min_budget is not None:
+        search.call(spec.min_budget(graph, **options))
+    if search.lowest is None:
+        top = search.call(None)
+        if top is None:
+            return None
+        lo, hi = 0.0, top.peak
+        for _ in range(BISECT_STEPS):
+            mid = (lo + hi) / 2
+            progress.note(f"{name}: trying {units(mid)}, met at {units(hi)}")
+            search.budget = mid
+            p = search.call(mid)
+            if p is not None and p.peak <= mid * (1 + 1e-9):
+                hi = p.peak
+            else:
+                lo = mid
+            if hi - lo <= 1e-4 * top.peak:
+                break
+    if search.lowest is not None:
+        search.lowest.stats.update({k: v for k, v in options.items() if k != "time_limit"})
+    return search.lowest
+
+
+def own_min_budget(graph: Graph, solver: str, mode: str = "time", **options: Any) -> float:
+    """The least budget at which ``solver`` calls its own plan feasible, by its own model (eq. (2)
+    for the stage solvers): seed 000 §5.1's binary search, or the solver's shortcut. What the
+    papers' tables report; ``remat.min_budget`` is the executed truth instead."""
+    spec = solvers.get(solver)
+    if spec.min_budget is not None and mode == "time":
+        return spec.min_budget(graph, **options)
+
+    def attempt(b: float | None) -> Plan:
+        return spec.fn(graph, b, mode=mode, problem="training", **options)
+
+    top = attempt(None)
+    if not top.feasible:
+        raise ValueError(f"{solver} finds no plan for {graph.name!r} even without a budget: {top.message}")
+    lo, hi = 0.0, top.peak
+    best = hi
+    integral = all(float(graph[v].mem).is_integer() for v in graph.order)
+    while hi - lo > (0.5 if integral else 1e-9 * max(hi, 1.0)):
+        mid = math.floor((lo + hi) / 2) if integral else (lo + hi) / 2
+        if mid <= lo:
+            break
+        progress.note(f"{solver}: trying {units(mid)}, feasible at {units(hi)}")
+        plan = attempt(mid)
+        if plan.feasible:
+            hi = best = min(plan.peak, mid)
+        else:
+            lo = mid
+    return best

@@ -1,0 +1,172 @@
+"""Op cost models of the compiled planner (remat.compiled.costs): the roofline's bound on
+hand-sized ops, measured op times cached on disk (a second build times nothing), plans made with
+measured costs train as eager does, and unknown cost names are refused."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+
+import pytest
+import torch
+import torch.fx as fx
+from torch import nn
+
+import remat
+from remat.compiled import costs, jointgraph
+from remat.errors import InputError
+
+
+def _node(target, *shapes: tuple[int, ...], out: tuple[int, ...], dtype=torch.float32) -> fx.Node:
+    """One op of an fx graph whose inputs and output are meta tensors of the given shapes."""
+    g = fx.Graph()
+    args = []
+    for i, shape in enumerate(shapes):
+        p = g.placeholder(f"x{i}")
+        p.meta["val"] = torch.empty(shape, dtype=dtype, device="meta")
+        args.append(p)
+    n = g.call_function(target, tuple(args))
+    n.meta["val"] = torch.empty(out, dtype=dtype, device="meta")
+    return n
+
+
+@pytest.mark.parametrize("device", ["cpu", "H100"])
+def test_roofline_takes_the_binding_bound(device):
+    fig = costs.DEVICES[device]
+    peak = fig.get("flops32", fig["flops"])
+    k = 1024
+    mm = _node(torch.ops.aten.mm.default, (k, k), (k, k), out=(k, k))
+    add = _node(torch.ops.aten.add.Tensor, (k, k), (k, k), out=(k, k))
+    moved = 3 * k * k * 4  # two inputs read, one output written, fp32
+    assert costs.flops(mm) == 2 * k ** 3 and costs.bytes_moved(mm) == moved
+    assert costs.flops(add) == k * k and costs.bytes_moved(add) == moved
+    # a square matmul is compute-bound, an add memory-bound, on the CPU and on an H100 alike
+    assert 2 * k ** 3 / peak > moved / fig["bandwidth"] and k * k / peak < moved / fig["bandwidth"]
+    assert costs.roofline(mm, figures=fig) == pytest.approx(2 * k ** 3 / peak + fig["overhead"], rel=1e-12)
+    assert costs.roofline(add, figures=fig) == pytest.approx(moved / fig["bandwidth"] + fig["overhead"], rel=1e-12)
+    # the old import path still works
+    assert jointgraph.roofline is costs.roofline and jointgraph.total_cost is costs.total_cost
+
+
+def test_bf16_uses_the_tensor_core_peak():
+    fig = costs.DEVICES["H100"]
+    k = 4096
+    mm = _node(torch.ops.aten.mm.default, (k, k), (k, k), out=(k, k), dtype=torch.bfloat16)
+    assert costs.roofline(mm, figures=fig) == pytest.approx(2 * k ** 3 / fig["flops"] + fig["overhead"])
+
+
+def test_cpu_figures_are_measured_once_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    fig = costs.device_figures("cpu")
+    assert fig["measured"] == 1.0
+    assert all(math.isfinite(fig[k]) and fig[k] > 0 for k in ("flops", "bandwidth", "overhead"))
+    files = list(tmp_path.glob("costs-cpu-*.json"))
+    assert len(files) == 1 and json.loads(files[0].read_text())["figures"] == fig
+
+
+def _mlp() -> tuple[nn.Module, torch.Tensor]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64), nn.LayerNorm(64),
+                          nn.GELU(), nn.Linear(64, 4))
+    return model, torch.randn(32, 16)
+
+
+def _joint(model: nn.Module, x: torch.Tensor) -> tuple[fx.GraphModule, int]:
+    """The AOTAutograd joint graph of one training step of ``model`` (what the planner is given)."""
+    from functorch.compile import default_partition
+    from torch._dynamo.backends.debugging import boxed_nop
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    got = {}
+
+    def partition(gm, joint_inputs, *, num_fwd_outputs, **kw):
+        got["joint"] = (gm, num_fwd_outputs)
+        return default_partition(gm, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kw)
+
+    class Tuple(nn.Module):  # AOTAutograd wants tuple outputs
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, x):
+            return (self.model(x),)
+
+    aot_module_simplified(Tuple(), (x,), fw_compiler=boxed_nop, partition_fn=partition)
+    return got["joint"]
+
+
+def test_profile_costs_are_measured_and_cached(tmp_path, monkeypatch):
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    gm, n = _joint(*_mlp())
+    before = costs.timed
+    jg = jointgraph.build(gm, n, cost="profile")
+    first = costs.timed - before
+    g = jg.graph
+    assert first > 0 and all(math.isfinite(g[v].cost) and g[v].cost > 0 for v in g.order)
+    assert first <= len(g)  # the two LayerNorms (GELUs) of one shape are timed once
+    assert any("ops timed" in note for note in jg.cost_notes)
+    files = list(tmp_path.glob("costs-*.json"))
+    assert len(files) == 1 and len(json.loads(files[0].read_text())["ops"]) == first
+    # a second build of the same model (another process would read the file) times nothing
+    again = jointgraph.build(_joint(*_mlp())[0], n, cost="profile")
+    assert costs.timed - before == first
+    assert [again.graph[v].cost for v in again.graph.order] == [g[v].cost for v in g.order]
+
+
+def test_random_ops_fall_back_to_the_roofline(tmp_path, monkeypatch):
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    torch.manual_seed(0)
+    gm, n = _joint(nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.5), nn.Linear(8, 2)), torch.randn(4, 8))
+    jg = jointgraph.build(gm, n, cost="profile")
+    random = [v for v in jg.random]
+    assert random and any("random" in note for note in jg.cost_notes)
+    for v in random:
+        assert jg.graph[v].cost == costs.roofline(jg.node_of[v])
+
+
+def test_profile_plans_train_as_eager(tmp_path, monkeypatch):
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    model, x = _mlp()
+    planned = remat.optimize(copy.deepcopy(model), (x,), budget="75%", cost="profile", verify=False)
+    assert planned.graph is not None and all(planned.graph[v].cost > 0 for v in planned.graph.order)
+    model(x).sum().backward()
+    planned(x).sum().backward()
+    for p, q in zip(model.parameters(), planned.parameters()):
+        assert torch.equal(p.grad, q.grad)
+
+
+def test_unknown_cost_names_the_known_ones():
+    with pytest.raises(InputError, match="'flops', 'roofline', 'profile'"):
+        costs.check("seconds")
+    gm, n = _joint(*_mlp())
+    with pytest.raises(InputError, match="unknown cost 'seconds'"):
+        jointgraph.build(gm, n, cost="seconds")
+    model, x = _mlp()
+    with pytest.raises(InputError, match="'profile'"):
+        remat.optimize(model, (x,), budget="75%", cost="seconds", verify=False)
+
+
+def test_cli_and_backend_take_profile():
+    from remat.cli import build_parser
+
+    assert build_parser().parse_args(["run", "resnet18", "--cost", "profile"]).cost == "profile"
+    assert remat.backend(cost="profile").planner.cost == "profile"
+    with pytest.raises(InputError, match="'roofline'"):
+        remat.backend(cost="seconds")
+
+
+def test_attention_without_dropout_is_timed():
+    q = torch.empty(2, 4, 16, 8, device="meta")
+    g = fx.Graph()
+    args = []
+    for name in "qkv":
+        p = g.placeholder(name)
+        p.meta["val"] = q
+        args.append(p)
+    op = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu.default
+    plain = g.call_function(op, tuple(args), {"dropout_p": 0.0, "is_causal": True})
+    dropped = g.call_function(op, (*args, 0.1))
+    for n in (plain, dropped):
+        n.meta["val"] = (q, torch.empty(2, 4, 16, device="meta"))
+    assert costs.unrunnable(plain) is None and costs.unrunnable(dropped) == "random"
