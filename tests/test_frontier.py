@@ -217,15 +217,19 @@ def test_auto_on_a_graph_with_module_paths_considers_the_block_solvers():
         assert plan.recompute_cost <= min(others.values()) + 1e-9
 
 
-@pytest.fixture(scope="module")
-def llama_graph():
+def tiny_llama(layers: int):
+    """A Hugging Face Llama from a tiny config, with default arguments, and its input ids."""
     torch = pytest.importorskip("torch")
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=layers,
                                    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16)
-    model = transformers.LlamaForCausalLM(cfg)
-    ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    return transformers.LlamaForCausalLM(cfg), torch.randint(0, cfg.vocab_size, (2, 16))
+
+
+@pytest.fixture(scope="module")
+def llama_graph():
+    model, ids = tiny_llama(2)
     return remat.capture(model, {"input_ids": ids, "use_cache": False})
 
 
@@ -246,14 +250,8 @@ def test_auto_leads_the_frontier_on_a_captured_llama(llama_graph, frac):
 
 @pytest.fixture(scope="module")
 def deep_llama_graph():
-    """An 8-layer Hugging Face Llama, captured as remat.optimize captures it (joint graph)."""
-    torch = pytest.importorskip("torch")
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64, num_hidden_layers=8,
-                                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=16)
-    model = transformers.LlamaForCausalLM(cfg)
-    ids = torch.randint(0, cfg.vocab_size, (2, 16))
+    """An 8-layer Llama, captured as remat.optimize captures it (joint graph)."""
+    model, ids = tiny_llama(8)
     return remat.optimize(model, {"input_ids": ids}, budget="100%", verify=False).graph
 
 
