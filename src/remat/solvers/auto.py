@@ -68,26 +68,32 @@ def default_candidates() -> tuple[str, ...]:
 def _floor(graph: Graph, mode: str = "time", candidates: tuple[str, ...] | None = None,
            time_limit: float | None = DEFAULT_TIME_LIMIT, **options: Any) -> Plan | None:
     """auto's least-peak plan: the least of its candidates' floors (``remat.judge.floor``), those
-    found within ``time_limit`` seconds, fast candidates first."""
+    found within ``time_limit`` seconds, fast candidates first; on large graphs each candidate's
+    search runs in a child process stopped when its share of the time is spent."""
     from ..judge import floor
 
     deadline = time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
+    names = [n for n in (candidates or default_candidates()) if _installed(n)]
     best: Plan | None = None
-    for name in (n for n in (candidates or default_candidates()) if _installed(n)):
-        if time.perf_counter() > deadline and best is not None:
+    for i, name in enumerate(names):
+        left = deadline - time.perf_counter()
+        if left <= 0 and best is not None:
             break
+        share = max(2 * left / (len(names) - i), 1.0)
         try:
-            low = floor(graph, name, mode)
-        except (ValueError, RuntimeError):
+            if len(graph) < ISOLATE_NODES or deadline == float("inf"):
+                low = floor(graph, name, mode)
+            else:
+                low = isolated(floor, (graph, name, mode), {}, min(share, max(left, 1.0)), name)
+        except (_TimedOut, ValueError, RuntimeError):
             continue
         if low is not None and (best is None or (low.peak, low.recompute_cost) < (best.peak, best.recompute_cost)):
             best = low
     if best is None:
         return None
-    out = Plan(solver="auto", budget=best.peak, feasible=True, schedule=best.schedule, kept=best.kept,
-               stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost, mode=best.mode,
-               stats={**best.stats, "chosen": best.solver, "floor": True})
-    return out
+    return Plan(solver="auto", budget=best.peak, feasible=True, schedule=best.schedule, kept=best.kept,
+                stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost, mode=best.mode,
+                stats={**best.stats, "chosen": best.solver, "floor": True})
 
 
 @register("auto", floor=_floor)
