@@ -24,6 +24,7 @@ message names is always met. Torch-free, like the solvers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from typing import Any, Callable
@@ -187,8 +188,6 @@ def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *,
 
 
 def _copy(plan: Plan, budget: float | None) -> Plan:
-    import dataclasses
-
     out = dataclasses.replace(plan, stats=dict(plan.stats), budget=budget)
     out.feasible = budget is None or out.peak <= budget * (1 + 1e-9) + 1e-12
     return out
@@ -210,9 +209,8 @@ def _floor(graph: Graph, name: str, mode: str, options: dict) -> Plan | None:
         return spec.floor(graph, mode=mode, **options)
     lows = []
     for variant in spec.variants:
-        if any(k in options for k in variant):  # the caller chose that option
-            if variant:
-                continue
+        if variant and any(k in options for k in variant):  # the caller chose that option
+            continue
         try:
             lows.append(_floor_of(graph, name, spec, mode, {**options, **variant}))
         except (ValueError, RuntimeError):
