@@ -50,7 +50,7 @@ def models(quick: bool) -> dict[str, Any]:
             f"gpt2-{layers_gpt2}": (transformers.GPT2LMHeadModel(gpt2), {"input_ids": ids})}
 
 
-def run(quick: bool) -> dict[str, Any]:
+def run(quick: bool, alone_too: bool = True) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     for name, (model, inputs) in models(quick).items():
         t = time.perf_counter()
@@ -66,7 +66,7 @@ def run(quick: bool) -> dict[str, Any]:
             budget = frac * vanilla
             plan = remat.solve(g, budget, solver="auto")
             alone = {}
-            for cand in auto.default_candidates():
+            for cand in auto.default_candidates() if alone_too else ():
                 started = time.perf_counter()
                 try:  # the search auto runs for a candidate, given ALONE_SECONDS of its own
                     p, _, cut = auto._candidate(g, budget, cand, "time", started + ALONE_SECONDS, {})
@@ -112,8 +112,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="4-layer models (the test's smoke run)")
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--auto-only", action="store_true", help="time auto alone (skip asking each candidate alone)")
     args = ap.parse_args()
-    data = run(args.quick)
+    data = run(args.quick, alone_too=not args.auto_only)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "results.json").write_text(json.dumps(data, indent=1, default=str))
     (args.out / "report.md").write_text(report(data))

@@ -89,6 +89,25 @@ def test_gradients_equal_eager(name, autocast):
         assert torch.equal(b, c), n
 
 
+@pytest.mark.parametrize("name", ["hf-gpt2", "bn-cnn"])
+def test_backward_inside_autocast_runs_as_eager_outside(name):
+    """``loss.backward()`` inside the autocast region: the generated backward runs with autocast
+    off (its casts are in the graph), so it neither fails on dtypes nor re-casts its ops: the
+    gradients are those of eager with the backward outside, PyTorch's recommended placement (and
+    what eager does on CUDA, where autograd's device thread has autocast off)."""
+    model, inputs = BUILDERS[name]()
+    ref = copy.deepcopy(model)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        module = remat.optimize(model, inputs, "60%", solver="chen-greedy", verify=False)
+        torch.manual_seed(1)
+        loss = _call(module, inputs)
+        loss.backward()
+    assert module.step.planned.split.recomputed > 0
+    assert torch.equal(loss.detach(), _step(ref, inputs, autocast=True))
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert p.grad is None and q.grad is None or torch.equal(p.grad, q.grad), n
+
+
 def test_autocast_state_is_part_of_the_key():
     """Planned in fp32, then trained under autocast: a second plan for that state, exact too."""
     model, inputs = _mlp()  # dropout included
@@ -257,3 +276,43 @@ def test_backend_rejects_bad_arguments():
         remat.backend(solver="magic")
     with pytest.raises(ValueError, match="budget"):
         remat.backend(budget="lots")
+
+
+class _Broken(nn.Module):
+    """Two MLPs with a graph break between them: torch.compile makes two graphs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(16, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 256))
+        self.b = nn.Sequential(nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 256), nn.GELU(), nn.Linear(256, 4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.a(x)
+        torch._dynamo.graph_break()
+        return self.b(h)
+
+
+def test_backend_byte_budget_after_a_graph_break_says_why_it_cannot_fit():
+    """A byte budget the first graph keeps almost all of: the second graph cannot fit, and the
+    error names the graph break, the bytes kept before it, and the budgets that would work."""
+    from remat.compiled.partitioner import BudgetSplitError
+
+    torch.manual_seed(0)
+    model, x = _Broken(), torch.randn(64, 16)
+    torch._dynamo.reset()
+    probe = remat.backend(budget="100%", solver="auto", compiler="eager")
+    torch.compile(model, backend=probe)(x).sum().backward()
+    first, second = probe.report
+    torch._dynamo.reset()
+    tight = remat.backend(budget=int(first["vanilla_predicted_peak"]), solver="auto", compiler="eager")
+    with pytest.raises(Exception) as info:
+        torch.compile(model, backend=tight)(x).sum().backward()
+    err = info.value  # torch.compile wraps it: BackendCompilerFailed.inner_exception
+    while not isinstance(err, BudgetSplitError) and (getattr(err, "inner_exception", None) or err.__cause__):
+        err = getattr(err, "inner_exception", None) or err.__cause__
+    assert isinstance(err, BudgetSplitError), repr(info.value)
+    msg = str(err)
+    assert "graph break" in msg and "percentage budget" in msg
+    kept = tight.report[0]["kept_bytes"]
+    assert f"{kept / 1024:.2f} KiB" in msg or f"{kept / 1024 ** 2:.2f} MiB" in msg
+    torch._dynamo.reset()

@@ -13,8 +13,9 @@ whose executed schedule fits B:
 1. its plan at B;
 2. if that fits and the solver's own model over-estimated it, plans at larger planning budgets
    (``RELAX``) while they still fit: cheaper plans with room to spare;
-3. if it does not fit: the memory-centric plan (stage solvers), then, where the solver's own
-   model said it fits (an under-estimate), tighter planning budgets;
+3. if it does not fit, where the solver's own model said it fits (an under-estimate): tighter
+   planning budgets, shrunk by the overshoot, then the memory-centric plan (stage solvers), then
+   fixed fractions of B;
 4. else its ``floor``: the plan of least executed peak it was seen to make (cached per graph).
 
 So ``solve(g, B, s)`` is feasible for every B at or above ``min_budget(g, s)``, which is the
@@ -136,10 +137,6 @@ class _Search:
             return self.best
         if first is None or not first.stats.get("solver_feasible", True):
             return self.best  # its own model says no plan fits: a tighter planning budget cannot help
-        if self.name in STAGE_SOLVERS and self.mode == "time":
-            p = self.call(b, "memory")
-            if p is not None and p.feasible:
-                return self.best
         planning, last = b, first
         for _ in range(TIGHTEN_ROUNDS):
             if last is None or not math.isfinite(last.peak) or last.peak <= 0:
@@ -147,6 +144,10 @@ class _Search:
             planning *= min(0.95, b / last.peak)
             last = self.call(planning)
             if self.best is not None:
+                return self.best
+        if self.name in STAGE_SOLVERS and self.mode == "time":  # least peak for the stages it chose
+            p = self.call(b, "memory")
+            if p is not None and p.feasible:
                 return self.best
         for f in TIGHTEN:
             if b * f < planning:

@@ -57,7 +57,14 @@ class Measurement:
 
 
 def default_loss(out: Any) -> torch.Tensor:
-    """Sum of every floating-point output: its backward keeps nothing, so it adds no memory."""
+    """The model's own ``loss`` output when it returns one (a Hugging Face model given labels: what
+    a training step backpropagates), else the sum of every floating-point output: its backward
+    keeps nothing, so it adds no memory."""
+    from collections.abc import Mapping
+
+    loss = out.get("loss") if isinstance(out, Mapping) else None
+    if isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad:
+        return loss
     parts = [t.sum() for t in pytree.tree_leaves(out)
              if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
     if not parts:

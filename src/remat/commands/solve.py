@@ -42,6 +42,14 @@ def vanilla_peak(g) -> float:  # noqa: ANN001 - a Graph
     return simulate_training(g, vanilla(g)).peak
 
 
+def gap_to_milp(plan) -> str:  # noqa: ANN001 - a Plan
+    """auto's recompute cost over milp's bound: relative, then absolute, bound and milp's status."""
+    s = plan.stats
+    rel = s.get("gap_to_milp_bound")
+    return (f"{'-' if rel is None else f'{rel:.1%}'} ({fmt(plan.recompute_cost - s['milp_bound'])} over "
+            f"the bound {fmt(s['milp_bound'])}; milp {s.get('milp_status')})")
+
+
 def run(args: argparse.Namespace) -> int:
     from ..api import solve
     from ..budget import parse
@@ -72,6 +80,8 @@ def run(args: argparse.Namespace) -> int:
             ("recompute cost", fmt(plan.recompute_cost)),
             ("stages", fmt(plan.num_stages)),
             ("solve time", seconds(plan.solve_seconds))]
+    if "milp_bound" in plan.stats:  # auto on a small graph: how far above milp's proven bound
+        rows.append(("gap to MILP bound", gap_to_milp(plan)))
     table(f"{args.solver} ({args.mode}) on {g.name}, {len(g)} nodes", ["field", "value"], rows)
     if plan.message:
         text(plan.message)

@@ -33,12 +33,12 @@ class RematBackend:
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         if self.compiler == "eager":
             from torch._dynamo.backends.common import aot_autograd
-            from torch._dynamo.backends.debugging import boxed_nop
 
             from .eager_ops import eager_dropout
+            from .module import fx_codegen
 
             with eager_dropout():  # fx codegen only: gradients as eager's, dropout included
-                return aot_autograd(fw_compiler=boxed_nop, bw_compiler=boxed_nop, partition_fn=self.planner,
+                return aot_autograd(fw_compiler=fx_codegen, bw_compiler=fx_codegen, partition_fn=self.planner,
                                     keep_inference_input_mutations=True)(gm, example_inputs)
         import torch._inductor.config as inductor_config
         from torch._inductor.compile_fx import compile_fx

@@ -61,6 +61,7 @@ class _Flat(nn.Module):
         self.out_spec: Any = None
         self.out_consts: list[Any] = []
         self.dropped: list[str] = []
+        self.loss_only: list[str] = []  # outputs detached beside the loss (``_loss_only``)
         self.autocast = autocast_state()  # applied inside the trace, so the backward is traced without it
 
     def tensors(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
@@ -79,6 +80,7 @@ class _Flat(nn.Module):
             for device, dtype in self.autocast:
                 stack.enter_context(torch.autocast(device_type=device, dtype=dtype))
             out = _drop_caches(torch.func.functional_call(self.model, state, a, kw, tie_weights=True), self.dropped)
+        out, self.loss_only = _loss_only(out)
         out_leaves, self.out_spec = pytree.tree_flatten(out)
         self.out_consts = [_TENSOR if isinstance(x, torch.Tensor) else x for x in out_leaves]
         return tuple(x for x in out_leaves if isinstance(x, torch.Tensor))
@@ -86,7 +88,56 @@ class _Flat(nn.Module):
     def rebuild(self, tensors: list[torch.Tensor] | tuple) -> Any:
         it = iter(tensors)
         leaves = [next(it) if c is _TENSOR else c for c in self.out_consts]
-        return pytree.tree_unflatten(leaves, self.out_spec)
+        out = pytree.tree_unflatten(leaves, self.out_spec)
+        if self.loss_only:  # a gradient into the other outputs was not planned: say so if one comes
+            for name in self.loss_only:
+                out[name] = _Unplanned.apply(out[name], _ANCHOR, name)
+        return out
+
+
+_ANCHOR = torch.zeros((), requires_grad=True)  # makes _Unplanned's outputs require grad
+
+
+def _loss_only(out: Any) -> tuple[Any, list[str]]:
+    """An output with a scalar ``loss`` beside other differentiable tensors (a Hugging Face
+    model given labels): those others detached, and their names.
+
+    Why: AOTAutograd's backward takes a gradient for every differentiable output, and autograd
+    hands it a zeros tensor for each one the loss does not flow through: for a causal LM a
+    logits-sized buffer (batch x sequence x vocabulary) allocated when the backward starts, the
+    step's peak. Eager autograd allocates nothing for them."""
+    from collections.abc import MutableMapping
+
+    if not isinstance(out, MutableMapping):
+        return out, []
+    loss = out.get("loss")
+    if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
+        return out, []
+    names = [k for k, v in out.items() if k != "loss" and isinstance(v, torch.Tensor) and v.requires_grad]
+    for k in names:
+        out[k] = out[k].detach()
+    return out, names
+
+
+class _Unplanned(torch.autograd.Function):
+    """An output the planned step computes no gradient through (``_loss_only``): the tensor
+    itself, whose backward, if a loss ever reaches it, raises instead of dropping that gradient."""
+
+    @staticmethod
+    def forward(ctx: Any, t: torch.Tensor, anchor: torch.Tensor, name: str) -> torch.Tensor:
+        ctx.name = name
+        return t.view_as(t)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> Any:
+        from ..errors import StepError
+
+        raise StepError(
+            f"remat: a gradient reached the model's `{ctx.name}` output, which the planned step computes no "
+            f"gradient through: the model returns a `loss`, and remat plans the step for that loss alone "
+            f"(a gradient buffer for `{ctx.name}` would be allocated at the peak otherwise). To train on "
+            f"`{ctx.name}` too, call the model without the arguments that make it compute `loss` (labels) "
+            f"and compute every loss outside it, from its outputs")
 
 
 def state_tensors(model: nn.Module, count: int) -> list[torch.Tensor]:
@@ -148,7 +199,6 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     """Trace ``model`` on these inputs with AOTAutograd and partition it with ``planner``."""
     import time
 
-    from torch._dynamo.backends.debugging import boxed_nop
     from torch._functorch.aot_autograd import aot_module_simplified
 
     flat = _Flat(model, args, kwargs)
@@ -164,8 +214,8 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     try:  # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
         with _autocast_off(), _compiling(), _module_paths(model), eager_dropout(), quiet_torch_logs(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
-            fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=boxed_nop,
-                                       bw_compiler=boxed_nop, partition_fn=planner)
+            fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=fx_codegen,
+                                       bw_compiler=fx_codegen, partition_fn=planner)
     except RematError:
         raise
     except Exception as e:  # noqa: BLE001 - a tracing failure in the user's model becomes one clear line
@@ -239,6 +289,24 @@ def _compiling() -> Any:
             del tc._is_compiling_flag
         else:
             tc._is_compiling_flag = old
+
+
+def fx_codegen(gm: Any, example_inputs: list) -> Callable:
+    """AOTAutograd's compiler for fx-generated Python (``boxed_nop``), run with autocast off.
+
+    The graphs hold autocast's casts explicitly. A backward called inside an autocast region (on
+    the CPU autograd runs it on the caller's thread, autocast still on) would otherwise send its
+    ops through autocast again: a recomputed matmul cast to bf16 where the trace computed fp32."""
+    from torch._dynamo.backends.debugging import boxed_nop
+
+    fn = boxed_nop(gm, example_inputs)
+
+    def run(args: list) -> Any:
+        with _autocast_off():
+            return fn(args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
 
 
 def _autocast_off() -> contextlib.AbstractContextManager:

@@ -139,14 +139,19 @@ class Planner:
             target = left
         whole = relative and parse_budget(self.budget, 1.0) >= 1.0 and self.planning_budget is None  # "100%"
         if target >= vanilla or whole:  # nothing to recompute: the plain step
-            choice = plan_within(graph, target, "none", self.mode, base=base)
+            choice = plan_within(graph, max(target, vanilla), "none", self.mode, base=base)  # "100%": no recompute
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice)
         else:
             # the generated code runs ops the planning graph does not model (a loss's backward
             # temporaries): while its own peak is over the budget, plan again within less
             planning, floor = target, False
-            choice = self._choose(graph, planning, base, relative, vanilla, notes)
+            try:
+                choice = self._choose(graph, planning, base, relative, vanilla, notes)
+            except InfeasibleError as e:
+                if relative or not self.spent:
+                    raise
+                raise self._split_error(graph, target, e) from None
             for _ in range(CODE_ROUNDS):
                 steps, prediction, sp, code = self._split(jg, choice)
                 over = code.peak - target
@@ -175,6 +180,26 @@ class Planner:
                                     tried=choice.tried, code=code))
         return sp.forward, sp.backward
 
+
+    def _split_error(self, graph: Any, left: float, cause: Exception) -> "BudgetSplitError":
+        """Why a graph after a graph break cannot fit what the graphs before it left of a byte
+        budget, and the budgets and changes that would make it fit."""
+        from ..budget import fmt_bytes
+        from ..optimize import smallest_budget
+
+        need = smallest_budget(graph, self.solver, self.mode)
+        if not need < float("inf"):
+            return BudgetSplitError(f"remat: graph {graph.name} (after a graph break): {cause}")
+        total = self.spent + left
+        return BudgetSplitError(
+            f"remat: graph {graph.name} comes after {len(self.planned)} graph break(s) and needs at least "
+            f"{fmt_bytes(need)} while it runs, but the graph(s) compiled before it keep {fmt_bytes(self.spent)} "
+            f"of the {fmt_bytes(total)} budget, which leaves {fmt_bytes(max(left, 0.0))}. The earlier graphs were "
+            f"planned before this one was seen, so they could not leave room for it. Give a budget of at "
+            f"least {fmt_bytes(self.spent + need)}, a percentage budget (each graph is planned within that "
+            f"share of its own peak), or remove the graph break (torch._dynamo.explain(model)(*inputs) lists "
+            f"them; transformers' causal-LM heads break at the loss: call the model without labels and "
+            f"compute the loss outside the compiled module)")
 
     def _choose(self, graph: Any, target: float, base: float, relative: bool, vanilla: float,
                 notes: list[str]) -> Any:

@@ -20,7 +20,19 @@ more, the others run in a child process that is stopped when its share is spent.
 Candidates: ``default_candidates()``, DEFAULT_CANDIDATES first (the fast, strong ones lead, so
 they are sure to get their time), then any other registered training solver. Solvers that
 refuse a graph (too many lower sets, no module paths) are skipped and noted in
-``plan.stats["skipped"]``. The yardsticks (dp-exhaustive, milp) are not run by default.
+``plan.stats["skipped"]``. The yardsticks (dp-exhaustive, milp) are candidates only when named.
+
+Gap to the MILP bound: on graphs of at most ``MILP_GAP_NODES`` nodes (``milp_gap=True``, the
+default), once auto has chosen its plan, milp runs at the same budget for what is left of the
+time limit (at most ``MILP_GAP_SECONDS``), warm-started with auto's plan. ``plan.stats`` then
+has ``milp_status``, ``milp_bound`` (a recompute cost no schedule of milp's class beats: HiGHS's
+proof, or the LP relaxation's where HiGHS stopped without one), ``gap_to_milp_bound`` (auto's
+recompute cost less the bound, relative to the bound; None when the bound is 0 and auto's cost
+is not), ``gap_to_milp_bound_of_forward`` (the same difference over the forward cost) and, when
+milp's plan, judged like the candidates', fits, ``milp_recompute_cost``. auto's plan is never
+replaced by milp's; ``cut_short["milp_gap"]`` says when milp was stopped by its time limit or
+not run for want of time. The bound holds for milp's class of schedules (milp's docstring), so
+a plan outside it can show a negative gap.
 """
 
 from __future__ import annotations
@@ -49,6 +61,9 @@ TIME_AWARE = {"selective", "blocks", "blocks-selective", "dp-approx", "dp-exact"
 WEIGHT = {"selective": 6.0, "dp-approx": 4.0, "dp-exact": 2.0}
 DEFAULT_TIME_LIMIT = 30.0
 ISOLATE_NODES = 1000
+MILP_GAP_NODES = 40       # graphs this small get the gap to milp's bound (milp proves most in seconds)
+MILP_GAP_SECONDS = 1.0    # at most this long (and never past auto's time limit): auto stays fast
+MILP_GAP_MIN_SECONDS = 0.1  # less time left than this: the gap check is not run
 
 
 class _TimedOut(RuntimeError):
@@ -99,8 +114,9 @@ def _floor(graph: Graph, mode: str = "time", candidates: tuple[str, ...] | None 
 @register("auto", floor=_floor)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           candidates: tuple[str, ...] | None = None,
-          time_limit: float | None = DEFAULT_TIME_LIMIT, **options) -> Plan:
-    """Every applicable solver; the cheapest plan whose executed schedule fits the budget."""
+          time_limit: float | None = DEFAULT_TIME_LIMIT, milp_gap: bool = True, **options) -> Plan:
+    """Every applicable solver; the cheapest plan whose executed schedule fits the budget.
+    ``milp_gap``: on small graphs, report the gap to milp's bound (module docstring)."""
     started = time.perf_counter()
     deadline = started + time_limit if time_limit is not None else float("inf")
     names = [n for n in (candidates or default_candidates()) if _installed(n)]
@@ -130,6 +146,15 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
                 best is None or (plan.recompute_cost, plan.peak) < (best.recompute_cost, best.peak)):
             best = plan
     stats: dict[str, Any] = {"tried": tried, "skipped": skipped}
+    if best is not None and milp_gap and len(graph) <= MILP_GAP_NODES and _installed("milp"):
+        left = deadline - time.perf_counter()
+        if left < MILP_GAP_MIN_SECONDS:
+            cut_short["milp_gap"] = "not run: auto's time limit was spent"
+        else:
+            gap, cut = _milp_gap(graph, budget, best, min(left, MILP_GAP_SECONDS))
+            stats.update(gap)
+            if cut:
+                cut_short["milp_gap"] = cut
     if cut_short:
         stats["cut_short"] = cut_short
     if best is None:
@@ -141,6 +166,33 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
                 stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost,
                 solve_seconds=time.perf_counter() - started, mode=best.mode,
                 stats={**best.stats, "chosen": best.solver, "chosen_mode": best.mode, **stats})
+
+
+def _milp_gap(graph: Graph, budget: float | None, plan: Plan,
+              seconds: float) -> tuple[dict[str, Any], str | None]:
+    """milp at ``budget`` within ``seconds``, warm-started with auto's (judged) ``plan``: the
+    stats of the module docstring, and why milp was cut short (None if it was not)."""
+    from ..judge import judge
+
+    try:
+        ref = get("milp").fn(graph, budget, mode="time", problem="training", time_limit=seconds, start=plan)
+    except (ValueError, RuntimeError) as e:  # milp refuses the graph: say so, keep auto's plan
+        return {"milp_status": "error", "milp_message": str(e)}, None
+    out: dict[str, Any] = {"milp_status": ref.status, "milp_seconds": ref.solve_seconds}
+    bound = ref.stats.get("recompute_lower_bound")
+    if bound is None and ref.status == "optimal" and ref.feasible:  # vanilla fits: nothing to bound
+        bound = ref.recompute_cost
+    if bound is not None:
+        over = plan.recompute_cost - bound
+        out["milp_bound"] = bound
+        out["gap_to_milp_bound"] = (over / bound if bound > 1e-12 else
+                                    0.0 if over <= 1e-9 * max(graph.total_cost(), 1.0) else None)
+        out["gap_to_milp_bound_of_forward"] = over / graph.total_cost() if graph.total_cost() > 0 else 0.0
+    if ref.schedule:
+        judge(graph, ref, budget)  # the candidates' yardstick: the executed schedule's simulation
+        if ref.feasible:
+            out["milp_recompute_cost"] = ref.recompute_cost
+    return out, ref.stats.get("cut_short")
 
 
 def _candidate(graph: Graph, budget: float | None, name: str, mode: str, share_end: float,

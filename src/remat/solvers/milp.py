@@ -47,7 +47,8 @@ scaled to O(1) so HiGHS's absolute tolerances mean the same on bytes and on unit
 ``min_peak`` is the same program with the peak as objective: milp's exact ``min_budget``.
 Warm start: scipy's HiGHS takes no starting solution, so ``auto``'s plan (the fast solvers)
 enters as a cutoff row (objective strictly below its cost); if HiGHS proves that infeasible,
-auto's plan is returned as optimal.
+auto's plan is returned as optimal. A caller that already has such a plan passes it as
+``start`` (auto's gap check does), and milp then does not call auto.
 
 What "optimal" means. The optimum is over every schedule whose forward steps between two
 backward steps form at most ``runs`` runs in topological order (``forward_runs`` before the first
@@ -61,6 +62,9 @@ Limits. Like Checkmate's, the LP relaxation is weak when the budget is tight (it
 of values), so proofs take branching: chains of 40 nodes and most 20-node graphs are proven in
 seconds, while tight budgets on 40-node DAGs often end at the time limit with an incumbent and a
 proven lower bound (``stats["recompute_lower_bound"]``); bench/bench_milp.py measures this.
+scipy hands on HiGHS's bound only with a schedule; when HiGHS found none cheaper than the warm
+start, the bound is the LP relaxation's optimum (``stats["bound_from"]``), solved after the time
+limit in at most ``LP_BOUND_SHARE`` of it more (a second at least).
 
 Tested against an exhaustive search over all schedules (tests/test_milp.py: equal on graphs of
 up to 5 nodes, and min_budget equal to the least feasible budget), hand-computed optima on
@@ -87,6 +91,7 @@ from . import register
 from .common import within
 
 DEFAULT_TIME_LIMIT = 60.0
+LP_BOUND_SHARE = 0.25  # the LP relaxation's time, as a share of the time limit (at least a second)
 
 
 # ---- a small sparse model builder -------------------------------------------------------------
@@ -124,10 +129,11 @@ class _Model:
         self.row_lo.append(lo - const)
         self.row_hi.append(hi - const)
 
-    def solve(self, time_limit: float, gap: float):
+    def solve(self, time_limit: float, gap: float, relax: bool = False):
+        """HiGHS on the program (``relax``: its LP relaxation, every variable continuous)."""
         n = len(self.lb)
         a = coo_matrix((self.vals, (self.rows, self.cols)), shape=(len(self.row_lo), n)).tocsr()
-        return milp(np.asarray(self.obj), integrality=np.asarray(self.integer),
+        return milp(np.asarray(self.obj), integrality=np.zeros(n) if relax else np.asarray(self.integer),
                     bounds=Bounds(np.asarray(self.lb), np.asarray(self.ub)),
                     constraints=LinearConstraint(a, np.asarray(self.row_lo), np.asarray(self.row_hi)),
                     options={"time_limit": time_limit, "mip_rel_gap": gap, "disp": False})
@@ -423,7 +429,7 @@ class _Best:
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           time_limit: float | None = None, runs: int = 1, forward_runs: int = 1,
           backward_order: str = "free", warm_start: bool = True, mip_rel_gap: float = 1e-6,
-          **options) -> Plan:
+          start: Plan | None = None, **options) -> Plan:
     """Optimal schedule by mixed-integer programming (Checkmate, HiGHS); small graphs.
 
     ``time_limit`` (seconds, the whole call; default ``DEFAULT_TIME_LIMIT``, read at call time)
@@ -435,10 +441,12 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     ``auto``'s plan (the fast solvers), then, for the free order, the fixed-order optimum (within
     a third of the time), and asks HiGHS only for schedules strictly cheaper than the best of
     them (scipy's HiGHS takes no starting solution); when none exists, that plan is returned,
-    "optimal" if HiGHS proved it. ``mode`` does not change the program: milp minimises recompute
-    cost; ``stats["recompute_lower_bound"]`` (also ``stats["bound"]``) is the bound HiGHS proved
-    for the class, ``stats["mip_gap"]`` its relative gap, and ``stats["cut_short"]`` says when the
-    time limit stopped it with an incumbent.
+    "optimal" if HiGHS proved it. ``start``: a plan already known (its schedule), taken instead of
+    calling ``auto`` (auto's own gap check passes its plan this way). ``mode`` does not change
+    the program: milp minimises recompute cost; ``stats["recompute_lower_bound"]`` (also
+    ``stats["bound"]``) is the bound HiGHS proved for the class (or the LP relaxation's, as
+    ``stats["bound_from"]`` says), ``stats["mip_gap"]`` its relative gap, and
+    ``stats["cut_short"]`` says when the time limit stopped it with an incumbent.
     """
     started = time.perf_counter()
     time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
@@ -450,18 +458,20 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     shape = {"runs": runs, "forward_runs": forward_runs}
     best, phases = None, []
     if warm_start:
-        best = _incumbent(graph, budget, time_limit / 4)
-        phases.append({"program": "auto", "cost": best and best.cost, "source": best and best.source})
+        best = _incumbent(graph, budget, time_limit / 4, start)
+        phases.append({"program": "auto" if start is None else "start", "cost": best and best.cost,
+                       "source": best and best.source})
         if backward_order == "free":
             left = time_limit - (time.perf_counter() - started)
             _, best, info = _program(graph, budget, True, shape, best, left / 3, mip_rel_gap)
             phases.append(info)
     left = time_limit - (time.perf_counter() - started)
-    status, best, info = _program(graph, budget, backward_order == "fixed", shape, best, left, mip_rel_gap)
+    status, best, info = _program(graph, budget, backward_order == "fixed", shape, best, left, mip_rel_gap,
+                                  lp_bound=True)
     phases.append(info)
     stats = {**info.pop("size"), **shape, "backward_order": backward_order, "phases": phases,
              "source": best and best.source}
-    for key in ("recompute_lower_bound", "mip_gap", "mip_node_count", "highs_message"):
+    for key in ("recompute_lower_bound", "bound_from", "mip_gap", "mip_node_count", "highs_message"):
         if key in info:
             stats[key] = info[key]
     if "recompute_lower_bound" in stats:
@@ -483,9 +493,14 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
 
 
 def _program(graph: Graph, budget: float, fixed: bool, shape: dict, best: _Best | None,
-             time_limit: float, gap: float) -> tuple[str, _Best | None, dict]:
+             time_limit: float, gap: float, lp_bound: bool = False) -> tuple[str, _Best | None, dict]:
     """One MILP over the class (``fixed`` order or free), asking only for schedules cheaper
-    than ``best``; returns HiGHS's status, the better of its answer and ``best``, and a record."""
+    than ``best``; returns HiGHS's status, the better of its answer and ``best``, and a record.
+
+    scipy reports no bound when HiGHS stops at the time limit before finding a schedule (often,
+    with the cutoff): then, with ``lp_bound``, the LP relaxation's optimum is the bound (within
+    ``LP_BOUND_SHARE`` of the time limit more), and an infeasible relaxation proves that nothing
+    in the class is cheaper than ``best``."""
     t0 = time.perf_counter()
     form = _Formulation(graph, float(budget), shape["runs"], shape["forward_runs"], fixed)
     if best is not None:
@@ -497,6 +512,16 @@ def _program(graph: Graph, budget: float, fixed: bool, shape: dict, best: _Best 
             "highs_message": stats["highs_message"]}
     if stats["highs_dual_bound"] is not None:
         info["recompute_lower_bound"] = max(stats["highs_dual_bound"] * form.cscale - graph.total_cost(), 0.0)
+        info["bound_from"] = "HiGHS"
+    elif lp_bound and status == "time_limit" and res.x is None:
+        lp = form.m.solve(max(LP_BOUND_SHARE * time_limit, 1.0), gap, relax=True)
+        if lp.status == 2:  # not even fractionally: proved like an infeasible MILP
+            status = info["status"] = "infeasible"
+            info["highs_message"] = f"{info['highs_message']}; its LP relaxation is infeasible"
+        elif lp.status == 0:
+            info["recompute_lower_bound"] = max(lp.fun * form.cscale - graph.total_cost(), 0.0)
+            info["bound_from"] = "LP relaxation"
+        info["seconds"] = time.perf_counter() - t0
     if res.x is not None:
         steps = form.steps(res.x)
         best = _Best(steps, simulate_training(graph, steps).recompute_cost, info["program"])
@@ -504,15 +529,19 @@ def _program(graph: Graph, budget: float, fixed: bool, shape: dict, best: _Best 
     return status, best, info
 
 
-def _incumbent(graph: Graph, budget: float, time_limit: float) -> _Best | None:
-    """The best plan of the fast solvers (``auto``, within ``time_limit`` seconds) whose
-    simulated peak fits, if any."""
+def _incumbent(graph: Graph, budget: float, time_limit: float, start: Plan | None = None) -> _Best | None:
+    """The best plan of the fast solvers (``auto``, within ``time_limit`` seconds), or ``start``
+    when given, if its simulated peak fits."""
     from . import get  # the registry is complete by the time a solver runs
 
-    try:
-        plan = get("auto").fn(graph, budget, mode="time", problem="training", time_limit=time_limit)
-    except ValueError:  # auto not installed in this build
-        return None
+    if start is not None:
+        plan = start
+    else:
+        try:  # milp_gap=False: auto's gap check would call milp again
+            plan = get("auto").fn(graph, budget, mode="time", problem="training", time_limit=time_limit,
+                                  milp_gap=False)
+        except ValueError:  # auto not installed in this build
+            return None
     if not plan.feasible or not plan.schedule:
         return None
     if {v for kind, v in plan.schedule if kind == "fwd"} != set(graph.order):
@@ -520,7 +549,9 @@ def _incumbent(graph: Graph, budget: float, time_limit: float) -> _Best | None:
     sim = simulate_training(graph, plan.schedule)
     if not within(sim.peak, budget):
         return None
-    return _Best(list(plan.schedule), sim.recompute_cost, f"auto:{plan.stats.get('chosen')}")
+    chosen = plan.stats.get("chosen", plan.solver)
+    source = f"auto:{chosen}" if start is None else f"start:{chosen}"
+    return _Best(list(plan.schedule), sim.recompute_cost, source)
 
 
 def min_peak(graph: Graph, time_limit: float = DEFAULT_TIME_LIMIT, runs: int = 1, forward_runs: int = 1,
