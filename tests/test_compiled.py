@@ -316,3 +316,22 @@ def test_backend_byte_budget_after_a_graph_break_says_why_it_cannot_fit():
     kept = tight.report[0]["kept_bytes"]
     assert f"{kept / 1024:.2f} KiB" in msg or f"{kept / 1024 ** 2:.2f} MiB" in msg
     torch._dynamo.reset()
+
+
+def test_a_model_returning_a_loss_is_planned_for_the_loss_alone():
+    """HF GPT-2 given labels: logits come back without a gradient path, so the backward takes no
+    logits-sized zeros gradient (the measured peak is the code's own prediction, no higher than
+    the plain step's); a gradient that reaches logits raises, naming the fix."""
+    from remat.errors import StepError
+
+    model, inputs = _hf("gpt2")
+    module = remat.optimize(model, inputs, "100%", verify=False)
+    out = module(**inputs)
+    assert module.step.flat.loss_only == ["logits"]
+    assert out.loss.requires_grad and out.logits.requires_grad
+    out.loss.backward()
+    peak = measure(module, inputs, method="tracker").peak
+    assert abs(peak - module.step.planned.peak) <= 64  # the code walk is exact to a few bytes
+    assert peak <= measure(model, inputs, method="tracker").peak
+    with pytest.raises(StepError, match="`logits` output"):
+        module(**inputs).logits.float().sum().backward()

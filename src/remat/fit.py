@@ -51,6 +51,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from .compiled.costs import DEFAULT_COST
 from .errors import BudgetError, CaptureError, InputError
 from .graph import Graph
 
@@ -217,7 +218,7 @@ class _Grab:
         raise _Grabbed(jg)
 
 
-def trace_graph(model: nn.Module, example_inputs: Any, name: str | None = None, cost: str = "flops",
+def trace_graph(model: nn.Module, example_inputs: Any, name: str | None = None, cost: str = DEFAULT_COST,
                 device: Any = None) -> Graph:
     """The planning Graph ``remat.optimize`` would plan for one training step of ``model``,
     traced on fake tensors (a meta-device model and inputs cost no memory)."""
@@ -412,7 +413,7 @@ class Fit:
 
 def fit(model_fn: Callable[[int], Any] | str, budget: Any = None, *, device_memory: Any = None,
         reserve: Any = None, optimizer: str | int = "adam", solver: str = "auto", mode: str = "time",
-        cost: str = "flops", dtype: torch.dtype | None = None, start: int = 1, cap: int = 2**20,
+        cost: str = DEFAULT_COST, dtype: torch.dtype | None = None, start: int = 1, cap: int = 2**20,
         vary: str = "batch", name: str | None = None) -> Fit:
     """The largest size ``n`` whose training step ``model_fn(n) -> (model, example_inputs)``
     fits ``budget`` (or ``device_memory``), vanilla and with remat (see the module docstring).

@@ -31,6 +31,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from .compiled.costs import DEFAULT_COST
 from .errors import InputError
 
 
@@ -84,7 +85,7 @@ class _Remat:
 
 
 def enable(model: nn.Module, budget: Any = "50%", solver: str = "auto", *, mode: str = "time",
-           cost: str = "flops", verify: bool = True, plan_cache: Any = None, shapes: Any = None) -> nn.Module:
+           cost: str = DEFAULT_COST, verify: bool = True, plan_cache: Any = None, shapes: Any = None) -> nn.Module:
     """Train ``model`` within ``budget`` from its next training call on; returns the model itself.
 
     ``budget``, ``solver``, ``mode``, ``cost``, ``verify``, ``plan_cache`` and ``shapes`` are

@@ -69,7 +69,7 @@ class _Search:
     """Calls of one solver at planning budgets, each judged; the cheapest that fits ``budget``."""
 
     def __init__(self, graph: Graph, budget: float | None, name: str, mode: str, options: dict,
-                 deadline: float = math.inf, time_aware: bool = False) -> None:
+                 deadline: float = math.inf, time_aware: bool = False, isolate: bool = False) -> None:
         self.graph, self.budget, self.name, self.mode = graph, budget, name, mode
         self.options = {k: v for k, v in options.items() if k not in ("problem", "mode")}
         spec = solvers.get(name)
@@ -83,6 +83,8 @@ class _Search:
         self.cut_short: Any = None  # why a call was cut short (the solver's own words)
         self.new = False  # whether the last call made a plan not seen before
         self.time_aware = time_aware and math.isfinite(deadline)
+        # a finite deadline and a solver that takes no time limit: each call in a child process
+        self.isolate = isolate and math.isfinite(deadline) and not time_aware
 
     def call(self, planning: float | None, mode: str | None = None) -> Plan | None:
         """The solver's plan at ``planning``, judged against the real budget (None: it made no
@@ -91,13 +93,24 @@ class _Search:
         self.new = False
         now = time.perf_counter()
         if now > self.deadline and self.tried:
-            self.cut_short = f"its share of the time limit ran out after {len(self.tried)} calls"
+            self.cut_short = f"the time limit ran out after {len(self.tried)} calls"
             return None
         mode = mode or self.mode
         options = dict(self.options)
         if self.time_aware:
             options["time_limit"] = max(self.deadline - now, 1e-3)
-        plan = self.fn(self.graph, planning, mode=mode, problem="training", **options)
+        if self.isolate:  # a solver with no time limit of its own: stopped from outside
+            from .solvers.auto import _TimedOut, isolated
+
+            try:
+                plan = isolated(self.fn, (self.graph, planning), {"mode": mode, "problem": "training", **options},
+                                self.deadline - now, self.name)
+            except _TimedOut:
+                self.cut_short = (f"{self.name} was stopped at the time limit after {len(self.tried)} "
+                                  f"finished call(s)")
+                return None
+        else:
+            plan = self.fn(self.graph, planning, mode=mode, problem="training", **options)
         if "cut_short" in plan.stats:
             self.cut_short = plan.stats["cut_short"]
         if not plan.schedule:
@@ -157,13 +170,37 @@ class _Search:
         return self.best
 
 
+def takes_time_limit(name: str) -> bool:
+    """Whether solver ``name`` honours a ``time_limit`` option itself (returning its best plan
+    so far when it runs out)."""
+    import inspect
+
+    return "time_limit" in inspect.signature(solvers.get(name).fn).parameters
+
+
 def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *, use_floor: bool = True,
-           deadline: float = math.inf, **options: Any) -> Plan:
+           deadline: float = math.inf, time_limit: float | None = None, **options: Any) -> Plan:
     """``name``'s judged plan at ``budget`` (module docstring), or an infeasible Plan whose
-    message names the smallest budget it meets."""
+    message names the smallest budget it meets.
+
+    ``time_limit`` (seconds) holds for the whole answer: a solver that takes one gets what is
+    left on each call, any other runs each call in a child process stopped at the limit; the
+    best plan found by then is the answer, and ``stats["cut_short"]`` says what was stopped."""
     started = time.perf_counter()
-    search = _Search(graph, budget, name, mode, options, deadline)
+    if time_limit is not None:
+        if not time_limit > 0:
+            from .errors import SolverError
+
+            raise SolverError(f"{name}: time_limit must be > 0 seconds, got {time_limit!r}")
+        deadline = min(deadline, started + time_limit)
+    aware = takes_time_limit(name)
+    search = _Search(graph, budget, name, mode, options, deadline, time_aware=aware, isolate=True)
     best = search.run()
+    limited = False
+    if use_floor and math.isfinite(deadline) and not _has_floor(graph, name, mode, options):
+        use_floor, limited = False, True  # a floor search is not bounded in time: what the search saw
+        if best is None:
+            search.cut_short = search.cut_short or f"{name}: its floor was not sought within the time limit"
     if best is None and use_floor and budget is not None:
         low = floor(graph, name, mode, **options)
         if low is not None and low.peak <= budget * (1 + 1e-9):
@@ -172,7 +209,9 @@ def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *,
     if best is None:
         low = floor(graph, name, mode, **options) if use_floor and budget is not None else search.lowest
         least = low.peak if low is not None else math.inf
-        msg = (f"no {name} plan fits budget {units(budget)}; the smallest budget it can meet is {units(least)}"
+        msg = (f"no {name} plan found within the time limit fits budget {units(budget)}; the least peak of "
+               f"the plans it made is {units(least)}; a longer time limit may find less" if limited and math.isfinite(least)
+               else f"no {name} plan fits budget {units(budget)}; the smallest budget it can meet is {units(least)}"
                if math.isfinite(least) else f"{name} makes no plan for {graph.name}")
         plan = infeasible(name, budget, msg, mode=mode, stats={"min_budget": least, "tried": search.tried})
         if search.lowest is not None:  # what it would run: its least peak, over the budget
@@ -194,11 +233,22 @@ def _copy(plan: Plan, budget: float | None) -> Plan:
     return out
 
 
+def _floor_key(name: str, mode: str, options: dict) -> tuple:
+    return (name, mode, tuple(sorted((k, repr(v)) for k, v in options.items() if k != "time_limit")))
+
+
+def _has_floor(graph: Graph, name: str, mode: str, options: dict) -> bool:
+    """Whether ``name``'s floor is at hand in bounded time: cached, or sought by a solver's own
+    time-limited floor (auto's)."""
+    return (_floor_key(name, mode, options) in graph.__dict__.get(FLOOR_KEY, {})
+            or solvers.get(name).floor is not None)
+
+
 def floor(graph: Graph, name: str, mode: str = "time", **options: Any) -> Plan | None:
     """The plan of least executed peak ``name`` makes on ``graph`` (cached on the graph): at its
     own minimal budget where it has a shortcut, else the least found by bisecting the budget."""
     cache = graph.__dict__.setdefault(FLOOR_KEY, {})
-    key = (name, mode, tuple(sorted((k, repr(v)) for k, v in options.items() if k != "time_limit")))
+    key = _floor_key(name, mode, options)
     if key not in cache:
         cache[key] = _floor(graph, name, mode, options)
     return cache[key]

@@ -41,6 +41,7 @@ from .budget import UNITS, fmt_bytes, parse_budget  # noqa: F401 - remat.optimiz
 from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InfeasibleError, InputError, RematError, StepError  # noqa: F401
 from .capture import Program, check_model, explain, trace
+from .compiled.costs import DEFAULT_COST
 from .graph import Graph
 from .measure import measure
 from .plan import Plan
@@ -115,7 +116,7 @@ def vanilla_peak(graph: Graph) -> float:
 
 
 def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str = "auto",
-             mode: str = "time", *, cost: str = "flops", verify: bool = True, rounds: int = 3,
+             mode: str = "time", *, cost: str = DEFAULT_COST, verify: bool = True, rounds: int = 3,
              tolerance: float = 0.01, executor: str = "compiled", plan_cache: Any = None,
              shapes: Any = None, plan: Any = None) -> nn.Module:
     """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
@@ -123,8 +124,8 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
     (``remat.solvers.auto``, the one ``remat.solve`` runs: every default candidate within a 30 s
     limit, the cheapest executed plan that fits). ``cost``: what recomputation is weighed in:
-    ``"flops"`` (default), ``"roofline"`` (seconds: max of FLOPs over the device's peak and bytes
-    moved over its bandwidth) or ``"profile"`` (each distinct op timed once on the model's device,
+    ``"roofline"`` (default: seconds, max of FLOPs over the device's peak and bytes moved over its
+    bandwidth, plus a per-op overhead; ``costs.DEFAULT_COST`` says why), ``"flops"`` or ``"profile"`` (each distinct op timed once on the model's device,
     cached on disk; ``remat.compiled.costs``). ``verify``: run one real
     step (model state, gradients and RNG restored afterwards) and re-plan, at most ``rounds``
     times, while the measured peak exceeds ``budget * (1 + tolerance)``.
@@ -232,11 +233,18 @@ def _unwrap_compiled(model: nn.Module) -> nn.Module:
 
 def _optimize_interpreted(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str,
                           mode: str, cost: str, verify: bool, rounds: int, tolerance: float) -> RematModule:
-    """The interpreter fallback (``executor="interpret"``): ``runtime.RematModule``."""
+    """The interpreter fallback (``executor="interpret"``): ``runtime.RematModule``. Its capture
+    knows FLOP, profiled and paper costs; the roofline (the default) is planned as FLOPs there."""
+    notes = []
+    if cost == "roofline":
+        cost = "flops"
+        notes.append("cost: the interpreter's capture has no roofline costs; planned with FLOPs")
     program = trace(model, example_inputs, cost=cost)
     graph = program.graph
     vanilla = vanilla_peak(graph)
-    report: dict[str, Any] = {"executor": "interpret", "vanilla_predicted_peak": vanilla}
+    report: dict[str, Any] = {"executor": "interpret", "vanilla_predicted_peak": vanilla, "cost": cost}
+    if notes:
+        report["notes"] = notes
     if verify:  # percentages are of what PyTorch really uses, in-place ops included
         report["vanilla_measured_peak"] = measure_restoring(model, example_inputs).peak
     target = report["budget"] = parse_budget(budget, report.get("vanilla_measured_peak", vanilla))

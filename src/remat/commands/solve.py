@@ -1,4 +1,4 @@
-"""``remat solve GRAPH.json [--budget B] [--solver S] [--mode M] [--json | --json-full]``.
+"""``remat solve GRAPH.json [--budget B] [--solver S] [--mode M] [--time-limit S] [--json | --json-full]``.
 
 Plans one training step of a graph file within a budget and judges the plan with the simulator.
 The budget is graph units (bytes for captured graphs), a size (4GiB, 512MB), a percentage of
@@ -32,6 +32,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "vanilla peak (40%%) or a fraction of it (0.4); default: unlimited")
     add_solver_argument(p, "dp-approx")
     p.add_argument("--mode", choices=["time", "memory"], default="time")
+    p.add_argument("--time-limit", type=float, default=None, metavar="SECONDS",
+                   help="stop the solver after this long and take its best plan so far (auto: default 30)")
     add_json_arguments(p, full="the schedule, stages and kept values")
 
 
@@ -60,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
     g = Graph.from_json(args.graph)
     base = vanilla_peak(g)
     units = None if budget is None else budget.resolve(base)
-    plan = solve(g, units, solver=args.solver, mode=args.mode)
+    extra = {} if args.time_limit is None else {"time_limit": args.time_limit}
+    plan = solve(g, units, solver=args.solver, mode=args.mode, **extra)
     sim = simulate(g, plan) if plan.schedule else None
     code = 0 if plan.feasible else 1
     if args.json or args.json_full:
@@ -80,6 +83,9 @@ def run(args: argparse.Namespace) -> int:
             ("recompute cost", fmt(plan.recompute_cost)),
             ("stages", fmt(plan.num_stages)),
             ("solve time", seconds(plan.solve_seconds))]
+    if plan.stats.get("cut_short"):
+        cut = plan.stats["cut_short"]
+        rows.append(("cut short", "; ".join(f"{k}: {v}" for k, v in cut.items()) if isinstance(cut, dict) else str(cut)))
     if "milp_bound" in plan.stats:  # auto on a small graph: how far above milp's proven bound
         rows.append(("gap to MILP bound", gap_to_milp(plan)))
     table(f"{args.solver} ({args.mode}) on {g.name}, {len(g)} nodes", ["field", "value"], rows)

@@ -17,6 +17,7 @@ from typing import Any, Callable
 
 import torch
 
+from .costs import DEFAULT_COST
 from .partitioner import Planner
 from ..errors import InputError
 
@@ -53,11 +54,11 @@ class RematBackend:
 
 
 def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor", mode: str = "time",
-            cost: str = "flops") -> RematBackend:
+            cost: str = DEFAULT_COST) -> RematBackend:
     """A torch.compile backend planning each graph within ``budget`` with ``solver``.
 
-    ``cost``: the op cost model (``remat.compiled.costs``): ``"flops"``, ``"roofline"`` (seconds
-    from the device's peak FLOP/s and bandwidth), ``"profile"`` (each distinct op timed once on
+    ``cost``: the op cost model (``remat.compiled.costs``): ``"roofline"`` (default: seconds
+    from the device's peak FLOP/s and bandwidth), ``"flops"``, ``"profile"`` (each distinct op timed once on
     the device, cached on disk) or ``"paper"``."""
     from .costs import check
 

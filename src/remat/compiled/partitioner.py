@@ -23,6 +23,7 @@ from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
 from .codepeak import CodePeak, code_peak
+from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
 from .split import Split, split
 
@@ -90,7 +91,7 @@ class Planner:
     recorded graph fingerprint must be this graph's, else ``StalePlanError``.
     """
 
-    def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = "flops",
+    def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = DEFAULT_COST,
                  vanilla: float | None = None, device: Any = None, name: str = "model",
                  planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None) -> None:
         self.budget = budget
