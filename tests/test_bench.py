@@ -382,3 +382,44 @@ def test_sections_only_runs_just_those_sections():
     assert s.table1_networks == s.seed003_networks == s.seed004_depths == s.measured_tradeoff == ()
     with pytest.raises(ValueError, match="unknown section"):
         sections_only(SUITES["quick"], ("table9",))
+
+
+@pytest.mark.slow
+def test_frontier_measured_quick_run(tmp_path):
+    """bench/bench_frontier_measured.py --quick: per model, every solver asked has a measured plan
+    (peak and time ratio), each within its budget (+1%) and at the peak predicted for the generated
+    code; refusals are rows with remat's message; a two-panel PNG per model. No timing asserted."""
+    import bench_scripts
+
+    bench = bench_scripts.load("bench_frontier_measured")
+    models = ["gpt2", "mistral"]
+    assert bench.main(["--quick", "--models", ",".join(models), "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "results.json").read_text())
+    assert result["command"].startswith("python bench/bench_frontier_measured.py --quick")
+    assert result["machine"] and result["settings"]["solvers"] == ["selective", "chen-sqrt"]
+    for model in models:
+        rows = [r for r in result["rows"] if r["model"] == model]
+        by = {r["method"]: r for r in rows}
+        assert by["vanilla"]["peak_fraction"] == 1.0 and by["vanilla"]["time_ratio"] == 1.0
+        for peer in ("per-block checkpoint", "sac-matmul"):
+            assert by[peer]["peak"] > 0 and by[peer]["time_ratio"] > 0, by[peer]
+        for solver in result["settings"]["solvers"]:
+            mine = [r for r in rows if r.get("solver") == solver]
+            assert {"70%", "floor"} <= {r["budget"] for r in mine}, mine
+            for r in mine:
+                assert "error" not in r, r
+                assert "refused" in r or ("peak" in r and "time_ratio" in r), r
+                if "refused" in r:
+                    assert r["refused"].startswith(("InfeasibleError", "BudgetError")), r
+            measured = [r for r in mine if "peak" in r and "time_ratio" in r]
+            assert measured, f"{model}: no measured plan of {solver}"
+            for r in measured:
+                assert r["peak_fraction"] > 0 and r["time_ratio"] > 0
+                assert 0 < r["predicted_peak_fraction"] and r["recompute_fraction"] >= 0
+                # the runtime's promise, on the allocator-level peak; the generated code's own peak
+                assert r["peak"] <= 1.01 * r["budget_bytes"], r
+                assert abs(r["predicted_peak"] / r["peak"] - 1) <= 0.02, r
+        assert (tmp_path / f"frontier_{model}_fp32.png").stat().st_size > 0
+        assert result["models"][f"{model}/fp32"]["figure"] == f"frontier_{model}_fp32.png"
+    report = (tmp_path / "report.md").read_text()
+    assert "## gpt2/fp32" in report and "## mistral/fp32" in report and "| sac-matmul |" in report

@@ -193,7 +193,7 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
                                                    name=type(model).__name__))
     step = module.compile_for(args, kwargs, make_planner())
     target = step.planned.budget
-    planning = target
+    planning, least = target, math.inf
     for k in range(rounds + 1 if verify else 0):
         measured = measure_restoring(module, example_inputs)
         report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
@@ -207,7 +207,14 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
                 f"{fmt_bytes(measured.peak)} ({measured.method}), {fmt_bytes(over)} ({100 * over / target:.1f}%) "
                 f"over; predicted {fmt_bytes(step.planned.peak)}. Raise the budget by at least that much")
         planning = planning * min(0.97, target / measured.peak)
-        step = module.compile_for(args, kwargs, make_planner(planning))
+        least = min(least, measured.peak)
+        try:
+            step = module.compile_for(args, kwargs, make_planner(planning))
+        except InfeasibleError:  # no plan within the tightened planning budget: name the real one
+            raise InfeasibleError(
+                f"budget {fmt_bytes(target)} cannot be met on the real step: the generated code of "
+                f"{solver}'s least plan peaks at {fmt_bytes(least)} ({measured.method}, {int(math.ceil(least))} "
+                f"bytes), over the planning graph's estimate. Raise the budget to at least that") from None
     report.update(step.planned.summary())
     report.update(budget=target, vanilla_predicted_peak=step.planned.vanilla, compile_seconds=step.compile_seconds,
                   solver=step.planned.plan.stats.get("chosen", step.planned.plan.solver),
