@@ -139,3 +139,16 @@ def test_progress_tasks_are_silent_when_off_and_nest_when_on(capsys):
         progress.enable(None)
     err = capsys.readouterr().err
     assert "outer" in err and "inner" in err
+
+
+def test_solve_time_limit_says_what_was_cut_short(capsys):
+    """``--time-limit``: a solver without a limit of its own is stopped from outside; the table
+    says so, and the message does not claim a smallest budget it did not search for."""
+    from pathlib import Path
+
+    graph = Path(__file__).resolve().parents[1] / "bench" / "graphs" / "resnet50.json"
+    assert main(["solve", str(graph), "--budget", "30%", "--solver", "twremat", "--time-limit", "0.001"]) == 1
+    out = " ".join(capsys.readouterr().out.split())  # the table may fold a long value
+    assert "cut short" in out and "stopped at the time limit" in out
+    assert main(["solve", str(graph), "--budget", "30%", "--solver", "twremat", "--time-limit", "0", "--json"]) == 2
+    assert "time_limit must be > 0" in capsys.readouterr().err
