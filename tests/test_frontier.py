@@ -59,18 +59,34 @@ def test_blocks_are_the_most_repeated_module_prefix():
 
 def test_checkpointing_every_block_keeps_block_outputs_and_values_outside():
     g = layered(3)
-    plan = remat.solve(g, None, solver="blocks")
+    plan = remat.solve(g, 26, solver="blocks")  # the untrimmed plan fits: the cheaper one is taken
     assert plan.kept == ["embed", "res0", "res1", "res2", "head"]
-    assert plan.stats["checkpointed"] == 3
+    assert plan.stats["checkpointed"] == 3 and plan.stats["trimmed"] == []
     # each block is recomputed once, but for the value it hands on (res_i)
     assert plan.recompute_cost == 3 * (2 + 100 + 4 + 100)
     assert plan.peak == simulate(g, plan).peak == 26
-    sel = remat.solve(g, None, solver="blocks-selective")
+    sel = remat.solve(g, 36, solver="blocks-selective")
     assert sel.kept == ["embed", "up0", "down0", "res0", "up1", "down1", "res1", "up2", "down2", "res2", "head"]
     assert sel.recompute_cost == 3 * (2 + 4) and sel.peak == 36
 
 
-@pytest.mark.parametrize("budget, checkpointed", [(54, 0), (44, 1), (30, 2), (26, 3)])
+def test_checkpointing_every_block_trims_cheap_values_outside_the_blocks():
+    # budget=None: the lower peak; the embedding (no matmul behind it) is recomputed in block 0's
+    # backward rather than held through the head's; the head (a matmul) stays kept
+    g = layered(3)
+    assert blocks.trim_outside(g, {"embed", "res0", "res1", "res2", "head"}, blocks.find_blocks(g)[2]) == (
+        {"res0", "res1", "res2", "head"}, ["embed"])
+    plan = remat.solve(g, None, solver="blocks")
+    assert plan.kept == ["res0", "res1", "res2", "head"] and plan.stats["trimmed"] == ["embed"]
+    assert plan.recompute_cost == 3 * (2 + 100 + 4 + 100) + 1
+    assert plan.peak == simulate(g, plan).peak == 24
+    sel = remat.solve(g, None, solver="blocks-selective")
+    assert sel.kept == ["up0", "down0", "res0", "up1", "down1", "res1", "up2", "down2", "res2", "head"]
+    assert sel.recompute_cost == 3 * (2 + 4) + 1 and sel.peak == 34
+    assert remat.solve(g, 25, solver="blocks").stats["trimmed"] == ["embed"]
+
+
+@pytest.mark.parametrize("budget, checkpointed", [(54, 0), (44, 1), (30, 2), (26, 3), (24, 3)])
 def test_blocks_checkpoints_the_fewest_first_blocks_that_fit(budget, checkpointed):
     plan = remat.solve(layered(3), budget, solver="blocks")
     assert plan.feasible and plan.stats["checkpointed"] == checkpointed and plan.peak <= budget
@@ -78,9 +94,9 @@ def test_blocks_checkpoints_the_fewest_first_blocks_that_fit(budget, checkpointe
 
 def test_blocks_below_its_floor_is_infeasible_and_min_budget_says_where():
     g = layered(3)
-    assert remat.min_budget(g, solver="blocks") == 26
-    assert remat.min_budget(g, solver="blocks-selective") == 36
-    assert not remat.solve(g, 25, solver="blocks").feasible
+    assert remat.min_budget(g, solver="blocks") == 24
+    assert remat.min_budget(g, solver="blocks-selective") == 34
+    assert not remat.solve(g, 23, solver="blocks").feasible
 
 
 def test_blocks_refuses_graphs_without_module_paths_and_auto_skips_it():

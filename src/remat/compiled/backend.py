@@ -6,51 +6,118 @@
 (through its ``custom_partitioner_fn`` hook, so inductor's decompositions and joint-graph passes
 run first, as they do for its own partitioner); ``compiler="eager"`` runs them as fx-generated
 Python (AOTAutograd with remat's partition function). Budgets take the forms ``optimize`` takes;
-a percentage applies to each graph's own simulated vanilla peak, bytes are shared among the
-graphs of a model (graph breaks: see ``partitioner.Planner``). ``backend.planner.planned`` holds
-what was decided for each graph.
+a percentage applies to each graph's own simulated vanilla peak; bytes hold for the whole step
+when graph breaks split it into several graphs (``chain``: the first step runs the graphs before
+a break at their floor, the next plans them again with room for the graphs after).
+``backend.report`` summarises each graph's current plan.
 """
 
 from __future__ import annotations
 
+import functools
+import warnings
 from typing import Any, Callable
 
 import torch
 
+from ..budget import is_relative
+from ..errors import InputError
+from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
 from .costs import DEFAULT_COST
 from .partitioner import Planner
-from ..errors import InputError
 
 COMPILERS = ("inductor", "eager")
 
 
 class RematBackend:
-    """A torch.compile backend (a callable on (GraphModule, example inputs))."""
+    """A torch.compile backend (a callable on (GraphModule, example inputs)).
+
+    ``slots``: every graph compiled, in order, with what its current plan holds and needs;
+    graphs of one step split by graph breaks share a byte budget (``chain``)."""
 
     def __init__(self, planner: Planner, compiler: str) -> None:
         self.planner = planner
         self.compiler = compiler
+        self.slots: list[Slot] = []
+        self._chain: list[Slot] = []   # the graphs of the step being compiled
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        if self.compiler == "eager":
+        shared = not is_relative(self.planner.budget)  # bytes: one budget for every graph of the step
+        chain = self._chain if self._chain and self._chain[-1].breaks else []  # else: a new step (or recompile)
+        self._chain = chain
+        slot = Slot(index=len(chain), breaks=ends_at_graph_break(gm))
+        chain.append(slot)
+        self.slots.append(slot)
+        back = _input_grad_bytes(example_inputs)
+        if not shared:
+            return self._compile(gm, example_inputs, self.compiler, slot, back)
+        held = held_before(chain, slot.index)
+        if not slot.breaks:
+            return self._compile(gm, example_inputs, self.compiler, slot, back, held=held, before=slot.index)
+        # more graphs follow, unseen yet: the first step runs this one at its floor (fx codegen,
+        # cheap to make); once the rest is known it is planned for good (``chain``)
+        slot.provisional = True
+        first = self._compile(gm, example_inputs, "eager", slot, back, held=held, before=slot.index, floor=True,
+                              fused=False)
+
+        def replan(args: list) -> Callable | None:
+            if chain[-1].breaks:
+                return None  # the graphs after this one are not all compiled yet
+            held, tail = held_before(chain, slot.index), tail_bytes(chain, slot.index)
+            try:
+                fn = self._compile(gm, args, self.compiler, slot, back, held=held, before=slot.index, tail=tail)
+            except Exception as e:  # noqa: BLE001 -- the provisional plan fits: keep it, say why
+                slot.replans.append(f"{type(e).__name__}: {e}")
+                warnings.warn(f"remat: graph {slot.index} of a step with graph breaks keeps its floor plan: "
+                              f"planning it within {held:.0f} bytes held before it and {tail:.0f} needed after it "
+                              f"failed: {e}", stacklevel=2)
+                return first
+            slot.provisional = False
+            slot.replans.append(f"planned again with {held:.0f} bytes held before it, {tail:.0f} after it")
+            return fn
+
+        return Swappable(first, replan)
+
+    def _compile(self, gm: torch.fx.GraphModule, inputs: list, compiler: str, slot: Slot, back: float,
+                 **plan: Any) -> Callable:
+        """Compile one graph with ``compiler``, partitioned by the planner with ``plan``'s keywords;
+        record in ``slot`` what the plan holds and needs."""
+        part = functools.partial(self.planner, index=slot.index, **plan)
+        made = len(self.planner.planned)
+        if compiler == "eager":
             from torch._dynamo.backends.common import aot_autograd
 
             from .eager_ops import eager_dropout
             from .module import fx_codegen
 
             with eager_dropout():  # fx codegen only: gradients as eager's, dropout included
-                return aot_autograd(fw_compiler=fx_codegen, bw_compiler=fx_codegen, partition_fn=self.planner,
-                                    keep_inference_input_mutations=True)(gm, example_inputs)
-        import torch._inductor.config as inductor_config
-        from torch._inductor.compile_fx import compile_fx
+                fn = aot_autograd(fw_compiler=fx_codegen, bw_compiler=fx_codegen, partition_fn=part,
+                                  keep_inference_input_mutations=True)(gm, inputs)
+        else:
+            import torch._inductor.config as inductor_config
+            from torch._inductor.compile_fx import compile_fx
 
-        with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner)):
-            return compile_fx(gm, example_inputs)
+            key = ":".join(f"{k}={v}" for k, v in sorted(plan.items()))
+            with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
+                fn = compile_fx(gm, inputs)
+        if len(self.planner.planned) > made:  # a training graph was partitioned (not inference)
+            slot.planned = self.planner.planned[-1]
+            code = slot.planned.code
+            slot.after, slot.need = code.after_forward, code.peak + back
+        return fn
 
     @property
     def report(self) -> list[dict[str, Any]]:
-        """One summary per graph planned (solver, budget, predicted peak, recompute fraction)."""
-        return [p.summary() for p in self.planner.planned]
+        """One summary per graph compiled, of its current plan (solver, budget, predicted peak,
+        recompute fraction; with graph breaks, what it holds and leaves room for)."""
+        return [{**s.planned.summary(), "replans": list(s.replans)} for s in self.slots if s.planned is not None]
+
+
+def _input_grad_bytes(inputs: list) -> float:
+    """Bytes of the gradients a graph hands back for inputs that are not parameters (an earlier
+    graph's outputs): allocated by its backward while the earlier graphs still hold their values."""
+    return float(sum(t.numel() * t.element_size() for t in inputs
+                     if isinstance(t, torch.Tensor) and t.requires_grad and not isinstance(t, torch.nn.Parameter)))
 
 
 def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor", mode: str = "time",
@@ -69,10 +136,11 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
         raise InputError(f"compiler must be one of {', '.join(COMPILERS)}, got {compiler!r}")
     candidates(solver)  # unknown solver names raise here, not inside torch.compile
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
-    return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False), compiler)
+    return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False,
+                                fused=compiler == "inductor"), compiler)
 
 
-def _inductor_partitioner(planner: Planner) -> Any:
+def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> Any:
     from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
     class InductorPartitioner(CustomPartitionerFn):
@@ -80,10 +148,10 @@ def _inductor_partitioner(planner: Planner) -> Any:
 
         def __call__(self, gm: torch.fx.GraphModule, joint_inputs: Any, **kwargs: Any) -> Any:
             kwargs.pop("compiler", None)
-            return planner(gm, joint_inputs, **kwargs)
+            return partition(gm, joint_inputs, **kwargs)
 
         def uuid(self) -> Any:
-            return f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{id(planner)}"
+            return f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{id(planner)}:{key}"
 
         def __reduce__(self) -> Any:  # inductor pickles its config into cache keys: the uuid stands for it
             return (str, (self.uuid(),))

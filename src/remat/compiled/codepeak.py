@@ -11,10 +11,18 @@ reads the graphs the runtime will execute, so it is what the measured peak is co
 Counted as the live-storage tracker counts (``remat.measure``): storages created during the
 step, without the parameters and inputs that exist before it and without the gradients it
 returns (the parameters' ``.grad``).
+
+``fused=True`` walks the graphs as inductor will run them: a pointwise or reduction value that
+only pointwise or reduction ops read (directly or through views) lives inside a fused kernel
+and takes no buffer; values that an extern kernel (matmul, convolution, attention, a fallback
+op) reads or makes, and the graphs' outputs (saved values, gradients), are buffers. A model of
+inductor's fusion, not its scheduler: ``bench/bench_compiled.py`` compares it with the measured
+peak of the compiled code.
 """
 
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +40,7 @@ class CodePeak:
     forward: float        # the forward graph's own peak
     saved: float          # bytes the forward hands to the backward
     backward: float       # the backward graph's peak, saved values included
+    after_forward: float = 0.0  # bytes the forward leaves alive when it returns: saved values and outputs
 
 
 def _tensors(val: object) -> list[torch.Tensor]:
@@ -49,9 +58,66 @@ def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
     return out
 
 
+_EXTERN = ("mm", "addmm", "bmm", "baddbmm", "_int_mm", "convolution", "convolution_backward", "scatter",
+           "scatter_add", "scatter_reduce", "index_put", "index_put_", "_unsafe_index_put", "sort", "topk",
+           "cat", "embedding_dense_backward")
+
+
+def _extern(n: fx.Node) -> bool:
+    """An op inductor runs as a kernel of its own with a real output buffer (not fused)."""
+    from torch._inductor import lowering
+
+    target = n.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return n.op == "call_function" and target is not operator.getitem
+    name = target.overloadpacket.__name__
+    return (name in _EXTERN or "attention" in name or "conv" in name or target in lowering.fallbacks
+            or target not in lowering.lowerings)
+
+
+def _is_view(n: fx.Node) -> bool:
+    """A view or a tuple element: no storage of its own, its readers are its base's."""
+    target = n.target
+    return target is operator.getitem or (isinstance(target, torch._ops.OpOverload) and bool(target.is_view))
+
+
+_REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "prod", "argmax", "argmin",
+               "any", "all", "std", "logsumexp", "norm")
+REALIZE_READS = 4  # inductor's ``realize_reads_threshold``: a value read more often gets a buffer
+
+
+def _reduction(n: fx.Node) -> bool:
+    target = n.target
+    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _REDUCTIONS
+
+
+def fused_values(graph: fx.Graph) -> set[fx.Node]:
+    """The values inductor keeps inside fused kernels (module docstring): no buffer of their own.
+
+    A value gets a buffer when it is an output, an extern kernel makes or reads it, more than
+    ``REALIZE_READS`` ops read it, or a reduction reads it beside other ops (two kernels with
+    different loops read it). Views and tuple elements pass their readers on to their base."""
+    nodes = list(graph.nodes)
+    out = next(n for n in nodes if n.op == "output")
+    needs: dict[fx.Node, bool] = {}
+    readers: dict[fx.Node, list[fx.Node]] = {}  # non-view readers, through views
+    for n in reversed(nodes):
+        if n.op != "call_function":
+            continue
+        mine: list[fx.Node] = []
+        for u in n.users:
+            mine.extend(readers.get(u, []) if _is_view(u) else [u])
+        readers[n] = mine
+        needs[n] = (_extern(n) or out in n.users or len(mine) > REALIZE_READS
+                    or (len(mine) > 1 and any(_reduction(u) for u in mine))
+                    or any(u is out or _extern(u) for u in mine)
+                    or any(_is_view(u) and needs.get(u, True) for u in n.users if u is not out))
+    return {n for n, need in needs.items() if not need and not _is_view(n)}
+
+
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
-          trace: list | None = None) -> tuple[float, dict[fx.Node, list]]:
+          trace: list | None = None, fused: bool = False) -> tuple[float, dict[fx.Node, list]]:
     """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
 
     A node's output is an alias of an input's storage when their fake storages are the same
@@ -66,6 +132,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
         for a in n.all_input_nodes:
             last[a] = i
     key_of: dict[fx.Node, list[object]] = {}
+    inside = fused_values(graph) if fused else set()
     aliases = aliases or {}  # (placeholder, j) -> the held key of the storage it shares
     live = dict(held)
     refs: dict[object, int] = {}
@@ -87,6 +154,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     keys.append(None)  # a constant of the module, or a gradient the step returns
                 else:
                     k = (n, j)
+                    size = 0 if n in inside else size
                     live[k] = size
                     cur += size
                     keys.append(k)
@@ -110,11 +178,13 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     return peak, key_of
 
 
-def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int) -> CodePeak:
-    """Peak live bytes of one step of the two graphs (see the module docstring)."""
+def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int,
+              fused: bool = False) -> CodePeak:
+    """Peak live bytes of one step of the two graphs (see the module docstring; ``fused``: as
+    inductor runs them)."""
     out_f = next(iter(forward.graph.find_nodes(op="output")))
     f_outs = [a for a in out_f.args[0] if isinstance(a, fx.Node)]
-    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs))
+    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs), fused=fused)
     # the backward receives the saved values (its first placeholders); everything else the
     # forward made is gone but what the caller holds. Saved views of parameters or inputs are no
     # new memory.
@@ -151,6 +221,6 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     out_b = next(iter(backward.graph.find_nodes(op="output")))
     grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
     returned = frozenset(ref for a in grads for ref, _ in _storages(a))
-    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases)
+    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused)
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
-                    backward=bwd_peak + user)
+                    backward=bwd_peak + user, after_forward=float(sum(counted.values())))

@@ -6,8 +6,9 @@ For each joint graph it is called with: build the planning Graph (``jointgraph.b
 the budget into bytes (a percentage is of this graph's vanilla peak: measured when the caller
 gives it, else simulated), plan within it (``optimize.plan_within``: the cheapest plan whose
 executed schedule fits), and split the joint graph by that schedule (``split.split``). With
-several graphs (torch.compile graph breaks), a byte budget is shared: each graph is planned
-within what the graphs before it left, since their kept values are still held while it runs.
+several graphs (torch.compile graph breaks), a byte budget is shared (``chain``): each graph is
+planned within what the graphs before it hold (``held``), leaving room for the graphs after it
+(``tail``), or provisionally at its floor until those are known (``floor``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch.fx as fx
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
+from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
 from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
@@ -29,6 +31,7 @@ from .split import Split, split
 
 CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the budget
 CODE_SLACK = 0.005   # what the code's peak may exceed the budget by without a re-plan
+LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
 
 
 class BudgetSplitError(InfeasibleError):
@@ -51,6 +54,9 @@ class Planned:
     notes: list[str] = field(default_factory=list)
     tried: list[dict] = field(default_factory=list)   # each candidate's plan at each planning budget
     code: CodePeak | None = None    # the peak of the generated graphs themselves (``codepeak``)
+    held: float = 0.0               # bytes earlier graphs (graph breaks) hold while this one runs
+    tail: float = 0.0               # bytes later graphs need on top of what this one's forward leaves
+    provisional: bool = False       # planned at its floor until the graphs after it are known
 
     @property
     def peak(self) -> float:
@@ -71,7 +77,9 @@ class Planned:
                 "recompute_cost": self.prediction.recompute_cost,
                 "recompute_fraction": self.recompute_fraction, "kept_bytes": self.kept_bytes,
                 "saved_values": len(self.split.saved), "recomputed_ops": self.split.recomputed,
-                "unplanned_ops": self.split.unplanned, "planning_seconds": self.seconds, "notes": self.notes}
+                "unplanned_ops": self.split.unplanned, "planning_seconds": self.seconds,
+                "held_before": self.held, "tail": self.tail, "provisional": self.provisional,
+                "after_forward": self.code.after_forward if self.code is not None else None, "notes": self.notes}
 
 
 class StalePlanError(RematError, ValueError):
@@ -93,7 +101,8 @@ class Planner:
 
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = DEFAULT_COST,
                  vanilla: float | None = None, device: Any = None, name: str = "model",
-                 planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None) -> None:
+                 planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None,
+                 fused: bool = False) -> None:
         self.budget = budget
         self.plan = plan
         self.solver = solver
@@ -104,17 +113,25 @@ class Planner:
         self.name = name
         self.planning_budget = planning_budget
         self.strict = strict  # False: a graph a percentage cannot be met on is planned at its floor
+        self.fused = fused    # the code runs under inductor: its peak is walked as fused kernels run it
+        self._fused = fused   # this call's
         self.planned: list[Planned] = []
-        self.spent = 0.0  # bytes kept by graphs planned before (shared byte budgets)
 
-    def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
-                 **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
-        from ..optimize import BudgetError, parse_budget, plan_within, smallest_choice, vanilla_peak
-        from ..runtime import _executed
+    def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
+                 before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
+                 fused: bool | None = None, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """Plan one joint graph. With a byte budget after graph breaks (``chain``): ``held`` bytes are
+        held by the ``before`` graphs before it, ``tail`` bytes are needed by those after it while
+        its forward's leftovers live; ``floor``: plan at the solver's floor (provisional); ``index``:
+        its place in the step (graph names); ``fused``: this call's code runs under inductor (default:
+        the planner's ``fused``)."""
+        from ..optimize import BudgetError, parse_budget, plan_within, vanilla_peak
 
         started = time.perf_counter()
-        jg = build(gm, num_fwd_outputs, cost=self.cost, name=self.name if not self.planned else
-                   f"{self.name}#{len(self.planned)}", device=self.device)
+        self._fused = self.fused if fused is None else fused
+        index = len(self.planned) if index is None else index
+        jg = build(gm, num_fwd_outputs, cost=self.cost, name=f"{self.name}#{index}" if index else self.name,
+                   device=self.device)
         graph = jg.graph
         graph.pinned = jg.pinned  # always kept: generator states (draws are replayed), unreplayable draws
         vanilla = vanilla_peak(graph)
@@ -126,63 +143,125 @@ class Planner:
         target = parse_budget(self.budget, base)
         if self.planning_budget is not None and not self.planned:
             target = min(target, self.planning_budget)
-        if not relative and self.spent:
-            left = target - self.spent
-            notes.append(f"budget shared with {len(self.planned)} earlier graph(s) holding "
-                         f"{self.spent:.0f} bytes: this graph gets {max(left, 0):.0f}")
+        if relative:
+            held, tail = 0.0, 0.0  # a percentage applies to each graph's own peak
+        if held:
+            left = target - held
+            notes.append(f"budget shared with {before} earlier graph(s) holding {held:.0f} bytes: this graph "
+                         f"gets {max(left, 0):.0f}")
             if left <= 0:
                 raise BudgetSplitError(
-                    f"remat: the budget of {target:.0f} bytes is used up by the {len(self.planned)} graph(s) "
-                    f"torch.compile made before this one (graph breaks; their kept values take "
-                    f"{self.spent:.0f} bytes while this graph runs). Remove the graph breaks "
-                    f"(torch._dynamo.explain(model)(inputs) lists them), or give a percentage budget, "
-                    f"which applies to each graph's own peak")
+                    f"remat: the budget of {target:.0f} bytes is used up by the {before} graph(s) "
+                    f"torch.compile made before this one (graph breaks; they hold {held:.0f} bytes while this "
+                    f"graph runs). Remove the graph breaks (torch._dynamo.explain(model)(inputs) lists them), "
+                    f"or give a percentage budget, which applies to each graph's own peak")
             target = left
+        pg = with_tail(graph, tail) if tail > 0 else graph  # the graph the solvers plan on
+        if tail > 0:
+            notes.append(f"the graphs after this one need {tail:.0f} bytes while its forward's leftovers live")
         whole = relative and parse_budget(self.budget, 1.0) >= 1.0 and self.planning_budget is None  # "100%"
-        if target >= vanilla or whole:  # nothing to recompute: the plain step
-            choice = plan_within(graph, max(target, vanilla), "none", self.mode, base=base)  # "100%": no recompute
-            notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
+        if floor:
+            choice = self._floor(graph)
+            notes.append("provisional: planned at its floor until the graphs after this graph break are known")
             steps, prediction, sp, code = self._split(jg, choice)
+            if held and code.peak > target * (1 + CODE_SLACK):
+                raise self._split_error(graph, target, held, before, InfeasibleError("its floor does not fit"))
+        elif whole or target >= (vanilla if pg is graph else vanilla_peak(pg)):  # nothing to recompute
+            plain = vanilla if pg is graph else vanilla_peak(pg)
+            choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
+            notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
+            steps, prediction, sp, code = self._split(jg, choice, pg)
         else:
-            # the generated code runs ops the planning graph does not model (a loss's backward
-            # temporaries): while its own peak is over the budget, plan again within less
-            planning, floor = target, False
-            try:
-                choice = self._choose(graph, planning, base, relative, vanilla, notes)
-            except InfeasibleError as e:
-                if relative or not self.spent:
-                    raise
-                raise self._split_error(graph, target, e) from None
-            for _ in range(CODE_ROUNDS):
-                steps, prediction, sp, code = self._split(jg, choice)
-                over = code.peak - target
-                if over <= CODE_SLACK * target or choice.plan.stats.get("floor"):
-                    break
-                planning -= over
-                try:
-                    retry = plan_within(graph, planning, self.solver, self.mode, base=base)
-                except BudgetError:
-                    floor = True
-                    break
-                notes.append(f"the generated code peaks {over:.0f} bytes over the budget: planned again within "
-                             f"{planning:.0f}")
-                choice = retry
-            else:
-                steps, prediction, sp, code = self._split(jg, choice)
-            if code.peak - target > CODE_SLACK * target:
-                notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
-                             + (" (no plan within less exists)" if floor else ""))
+            choice, steps, prediction, sp, code = self._fit(jg, pg, target, tail, base, relative, vanilla,
+                                                            notes, held, before)
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
-        self.spent += kept_bytes
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
-                                    tried=choice.tried, code=code))
+                                    tried=choice.tried, code=code, held=held, tail=tail, provisional=floor))
         return sp.forward, sp.backward
 
+    def _fit(self, jg: JointGraph, pg: Any, target: float, tail: float, base: float, relative: bool,
+             vanilla: float, notes: list[str], held: float, before: int) -> tuple:
+        """The solver's plan whose generated code fits ``target`` (and leaves ``tail`` after its
+        forward), with its schedule, simulation, split and code peak.
 
-    def _split_error(self, graph: Any, left: float, cause: Exception) -> "BudgetSplitError":
+        The generated code runs ops the planning graph does not model (a loss's backward
+        temporaries): while its own peak is over the budget, plan again within less. Under
+        inductor (``fused``) the code's peak is below the planning graph's, whose values are all
+        buffers: while it is well under the budget, plan again within more (less recomputation),
+        and below the planning graph's floor, take the floor plan if its fused code fits."""
+        from ..optimize import BudgetError, plan_within
+
+        def fits(code: CodePeak) -> float:  # bytes over the target (negative: room left)
+            return max(code.peak, code.after_forward + tail) - target
+
+        planning, no_less = target, False
+        try:
+            choice = self._choose(pg, planning, base, relative, vanilla, notes)
+        except InfeasibleError as e:
+            low = self._floor(pg) if self._fused else None
+            if low is not None and fits(self._split(jg, low, pg)[3]) <= CODE_SLACK * target:
+                choice = low
+                notes.append("below the planning graph's floor, but inductor's fused code at that floor fits: "
+                             "planned at the floor")
+            elif not held:
+                raise
+            else:
+                raise self._split_error(jg.graph, target, held, before, e) from None
+        for _ in range(CODE_ROUNDS):
+            steps, prediction, sp, code = self._split(jg, choice, pg)
+            over = fits(code)
+            if over <= CODE_SLACK * target or choice.plan.stats.get("floor"):
+                break
+            planning -= over
+            try:
+                retry = plan_within(pg, planning, self.solver, self.mode, base=base)
+            except BudgetError:
+                no_less = True
+                break
+            notes.append(f"the generated code peaks {over:.0f} bytes over the budget: planned again within "
+                         f"{planning:.0f}")
+            choice = retry
+        else:
+            steps, prediction, sp, code = self._split(jg, choice, pg)
+        best = (choice, steps, prediction, sp, code)
+        if self._fused:  # bisect the planning budget between the best fitting one and the first over
+            lo, hi = planning, planning - fits(code)
+            for _ in range(CODE_ROUNDS + 1):
+                if hi - lo <= LOOSEN * target:
+                    break
+                try:
+                    retry = plan_within(pg, hi, self.solver, self.mode, base=base)
+                    got = (retry, *self._split(jg, retry, pg))
+                except BudgetError:
+                    break
+                if fits(got[4]) > CODE_SLACK * target:
+                    hi = (lo + hi) / 2
+                    continue
+                lo, hi = hi, hi - fits(got[4])
+                if got[2].recompute_cost < best[2].recompute_cost:
+                    notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
+                    best = got
+        code = best[4]
+        if code.peak - target > CODE_SLACK * target:
+            notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
+                         + (" (no plan within less exists)" if no_less else ""))
+        return best
+
+    def _floor(self, graph: Any) -> Any:
+        """The solver's plan of least executed peak (a provisional plan before later graphs are seen)."""
+        from ..optimize import smallest_choice
+
+        choice = smallest_choice(graph, self.solver, self.mode)
+        if choice is None:
+            raise InfeasibleError(f"remat: {self.solver} makes no plan for graph {graph.name}")
+        choice.plan.stats["floor"] = True
+        return choice
+
+    def _split_error(self, graph: Any, left: float, held: float, before: int,
+                     cause: Exception) -> "BudgetSplitError":
         """Why a graph after a graph break cannot fit what the graphs before it left of a byte
         budget, and the budgets and changes that would make it fit."""
         from ..budget import fmt_bytes
@@ -191,16 +270,15 @@ class Planner:
         need = smallest_budget(graph, self.solver, self.mode)
         if not need < float("inf"):
             return BudgetSplitError(f"remat: graph {graph.name} (after a graph break): {cause}")
-        total = self.spent + left
+        total = held + left
         return BudgetSplitError(
-            f"remat: graph {graph.name} comes after {len(self.planned)} graph break(s) and needs at least "
-            f"{fmt_bytes(need)} while it runs, but the graph(s) compiled before it keep {fmt_bytes(self.spent)} "
-            f"of the {fmt_bytes(total)} budget, which leaves {fmt_bytes(max(left, 0.0))}. The earlier graphs were "
-            f"planned before this one was seen, so they could not leave room for it. Give a budget of at "
-            f"least {fmt_bytes(self.spent + need)}, a percentage budget (each graph is planned within that "
-            f"share of its own peak), or remove the graph break (torch._dynamo.explain(model)(*inputs) lists "
-            f"them; transformers' causal-LM heads break at the loss: call the model without labels and "
-            f"compute the loss outside the compiled module)")
+            f"remat: graph {graph.name} comes after {before} graph break(s) and needs at least "
+            f"{fmt_bytes(need)} while it runs, but the graph(s) before it hold {fmt_bytes(held)} of the "
+            f"{fmt_bytes(total)} budget at their floor (saved values and outputs), which leaves "
+            f"{fmt_bytes(max(left, 0.0))}. Give a budget of at least {fmt_bytes(held + need)}, a percentage budget "
+            f"(each graph is planned within that share of its own peak), or remove the graph break "
+            f"(torch._dynamo.explain(model)(*inputs) lists them; transformers' causal-LM heads break at the loss: "
+            f"call the model without labels and compute the loss outside the compiled module)")
 
     def _choose(self, graph: Any, target: float, base: float, relative: bool, vanilla: float,
                 notes: list[str]) -> Any:
@@ -221,13 +299,18 @@ class Planner:
             warnings.warn(f"remat: graph {graph.name}: {notes[-1]}", stacklevel=3)
             return choice
 
-    def _split(self, jg: JointGraph, choice: Any) -> tuple[list, Simulation, Split, CodePeak]:
-        """The executed schedule of a choice, its split into two graphs, and their own peak."""
+    def _split(self, jg: JointGraph, choice: Any, planned_on: Any = None) -> tuple[list, Simulation, Split, CodePeak]:
+        """The executed schedule of a choice (made on ``planned_on``, the graph or ``with_tail`` of
+        it), its split into two graphs, and their own peak."""
         from ..runtime import _executed
+        from ..simulate import simulate
 
-        steps, prediction = _executed(jg.graph, choice.plan)
+        steps, prediction = _executed(planned_on or jg.graph, choice.plan)
+        if planned_on is not None and planned_on is not jg.graph:
+            steps = without_tail(steps)
+            prediction = simulate(jg.graph, steps)
         sp = split(jg, steps)
-        return steps, prediction, sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs)
+        return steps, prediction, sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Split by the stored plan ``self.plan``, after checking it was made for this graph."""
@@ -246,7 +329,6 @@ class Planner:
         sp = split(jg, steps)
         code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs)
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
-        self.spent += kept_bytes
         self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
                                     kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code))
