@@ -81,38 +81,47 @@ def _is_view(n: fx.Node) -> bool:
     return target is operator.getitem or (isinstance(target, torch._ops.OpOverload) and bool(target.is_view))
 
 
-_REDUCTIONS = ("sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "prod", "argmax", "argmin",
-               "any", "all", "std", "logsumexp", "norm")
-REALIZE_READS = 4  # inductor's ``realize_reads_threshold``: a value read more often gets a buffer
-
-
-def _reduction(n: fx.Node) -> bool:
-    target = n.target
-    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _REDUCTIONS
+REALIZE_READS = 4    # inductor's ``realize_reads_threshold``: a value read again by several kernels
+REALIZE_OPS = 30     # and its ``realize_opcount_threshold``: ... or long to recompute, gets a buffer
 
 
 def fused_values(graph: fx.Graph) -> set[fx.Node]:
     """The values inductor keeps inside fused kernels (module docstring): no buffer of their own.
 
-    A value gets a buffer when it is an output, an extern kernel makes or reads it, more than
-    ``REALIZE_READS`` ops read it, or a reduction reads it beside other ops (two kernels with
-    different loops read it). Views and tuple elements pass their readers on to their base."""
+    As inductor's lowering decides (``StorageBox.mark_reuse``), a value gets a buffer when it is
+    an output, an extern kernel makes or reads it, or several ops read it and the fused code that
+    makes it loads more than ``REALIZE_READS`` buffers or runs more than ``REALIZE_OPS`` ops (else
+    each reader recomputes it inline). Views and tuple elements pass their readers on to their
+    base and read what their base reads."""
     nodes = list(graph.nodes)
     out = next(n for n in nodes if n.op == "output")
-    needs: dict[fx.Node, bool] = {}
     readers: dict[fx.Node, list[fx.Node]] = {}  # non-view readers, through views
     for n in reversed(nodes):
-        if n.op != "call_function":
-            continue
         mine: list[fx.Node] = []
         for u in n.users:
             mine.extend(readers.get(u, []) if _is_view(u) else [u])
         readers[n] = mine
-        needs[n] = (_extern(n) or out in n.users or len(mine) > REALIZE_READS
-                    or (len(mine) > 1 and any(_reduction(u) for u in mine))
-                    or any(u is out or _extern(u) for u in mine)
-                    or any(_is_view(u) and needs.get(u, True) for u in n.users if u is not out))
-    return {n for n, need in needs.items() if not need and not _is_view(n)}
+    buffer: dict[fx.Node, bool] = {}
+    loads: dict[fx.Node, frozenset] = {}    # buffers the fused code making n reads
+    ops: dict[fx.Node, int] = {}
+    for n in nodes:
+        if n.op != "call_function":
+            loads[n], ops[n] = frozenset([n]), 0
+            continue
+        ins = [a for a in n.all_input_nodes]
+        if _is_view(n):
+            loads[n] = frozenset().union(*(loads[a] for a in ins)) if ins else frozenset()
+            ops[n] = sum(ops[a] for a in ins)
+            buffer[n] = False
+            continue
+        loads[n] = frozenset().union(*(frozenset([a]) if buffer.get(a, True) else loads[a] for a in ins))
+        ops[n] = 1 + sum(0 if buffer.get(a, True) else ops[a] for a in ins)
+        mine = readers[n]
+        buffer[n] = (_extern(n) or out in mine or any(_extern(u) for u in mine)
+                     or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS)))
+        if buffer[n]:
+            loads[n], ops[n] = frozenset([n]), 0
+    return {n for n, b in buffer.items() if not b and not _is_view(n)}
 
 
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
