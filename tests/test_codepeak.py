@@ -44,3 +44,25 @@ def test_views_pass_their_readers_to_their_base():
         return torch.mm(a.t(), w)  # the matmul reads a through a view: a needs a buffer
 
     assert "sin" not in {n.name for n in fused_values(_graph(f, (4, 4), (4, 4)))}
+
+
+def test_hoisting_runs_what_reads_only_primals_first():
+    """A recomputed weight cast reads only parameters: inductor may run it at the top of the
+    backward, so the fused walk counts it there."""
+    from remat.compiled.codepeak import _walk
+
+    def f(primals_1, tangents_1):
+        a = tangents_1 * 2
+        b = torch.mm(a, a)           # a is freed after this
+        d = b.sum()
+        c = primals_1 * 3            # reads only a primal: may run first
+        return d, torch.mm(c, c)
+
+    graph = _graph(f, (32, 32), (32, 32))
+    out = next(n for n in graph.nodes if n.op == "output")
+    keep = set(out.all_input_nodes)
+    plain, _ = _walk(graph, {}, keep)
+    hoisted, _ = _walk(graph, {}, keep, hoist=True)
+    size = 32 * 32 * 4
+    assert plain == 2 * size + 4      # c and the product of c, beside the sum
+    assert hoisted == 3 * size        # c beside a and b

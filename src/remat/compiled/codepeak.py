@@ -126,16 +126,23 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
 
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
-          trace: list | None = None, fused: bool = False) -> tuple[float, dict[fx.Node, list]]:
+          trace: list | None = None, fused: bool = False, hoist: bool = False) -> tuple[float, dict[fx.Node, list]]:
     """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
 
     A node's output is an alias of an input's storage when their fake storages are the same
     (views, ``getitem``); any other output is a new storage, keyed by the node. Storages are
     freed after the last use of every node referring to them, unless a node in ``keep`` (the
-    graph's outputs) refers to them. Returns the peak and each node's storage keys (None: made
-    before the step, or not counted).
+    graph's outputs) refers to them. ``hoist``: ops that read only the step's primals (a
+    parameter's autocast cast, recomputed) run first, as inductor's scheduler may place them.
+    Returns the peak and each node's storage keys (None: made before the step, or not counted).
     """
     nodes = list(graph.nodes)
+    if hoist:
+        early = [n for n in nodes if n.op == "call_function" and n.all_input_nodes
+                 and all(a.op == "placeholder" and a.name.startswith("primals") for a in n.all_input_nodes)]
+        first = set(early)
+        nodes = [n for n in nodes if n.op == "placeholder"] + early + [
+            n for n in nodes if n.op != "placeholder" and n not in first]
     last: dict[fx.Node, int] = {}
     for i, n in enumerate(nodes):
         for a in n.all_input_nodes:
@@ -230,6 +237,6 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     out_b = next(iter(backward.graph.find_nodes(op="output")))
     grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
     returned = frozenset(ref for a in grads for ref, _ in _storages(a))
-    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused)
+    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, hoist=fused)
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
                     backward=bwd_peak + user, after_forward=float(sum(counted.values())))

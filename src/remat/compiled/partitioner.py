@@ -32,7 +32,7 @@ from .split import Split, split
 CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the budget
 CODE_SLACK = 0.005   # what the code's peak may exceed the budget by without a re-plan
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
-FUSED_MARGIN = 0.05  # inductor's measured peak of a recomputing plan over the fused walk's (CPU LMs: <= 4-6%)
+FUSED_MARGIN = 0.03  # measured peak of inductor's code over the fused walk: up to 2.6% (ViT bf16, CPU)
 
 
 class BudgetSplitError(InfeasibleError):
@@ -115,6 +115,7 @@ class Planner:
         self.planning_budget = planning_budget
         self.strict = strict  # False: a graph a percentage cannot be met on is planned at its floor
         self.fused = fused    # the code runs under inductor: its peak is walked as fused kernels run it
+                              # (graphs with convolutions excepted: ResNet on the CPU measured up to 34% over)
         self._fused = fused   # this call's
         self.planned: list[Planned] = []
 
@@ -135,6 +136,8 @@ class Planner:
                    device=self.device)
         graph = jg.graph
         graph.pinned = jg.pinned  # always kept: generator states (draws are replayed), unreplayable draws
+        if self._fused and any("convolution" in (graph[v].op or "") for v in graph.order):
+            self._fused = False  # measured: inductor's CPU convolutions hold more than the fused walk says
         vanilla = vanilla_peak(graph)
         notes: list[str] = []
         if self.plan is not None and not self.planned:
@@ -196,7 +199,7 @@ class Planner:
         from ..optimize import BudgetError, plan_within
 
         def fits(code: CodePeak) -> float:  # bytes over the target (negative: room left)
-            margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor reorders what it recomputes
+            margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
             return max(code.peak * margin, code.after_forward + tail) - target
 
         planning, no_less = target, False
