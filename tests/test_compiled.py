@@ -367,3 +367,26 @@ def test_a_model_returning_a_loss_is_planned_for_the_loss_alone():
     assert peak <= measure(model, inputs, method="tracker").peak
     with pytest.raises(StepError, match="`logits` output"):
         module(**inputs).logits.float().sum().backward()
+
+
+def test_backend_inductor_takes_inductors_own_partition_when_it_holds_less_than_saving_everything():
+    """Under inductor with a budget that needs no recomputation, torch.compile's own partition
+    (layer norm and GELU recomputed from the matmuls' outputs) is used when it peaks no higher
+    than saving every value: it saves less; gradients as torch.compile's."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(16, 64), *[nn.Sequential(nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64))
+                                               for _ in range(4)], nn.Linear(64, 4))
+    x = torch.randn(32, 16)
+    ref = copy.deepcopy(model)
+    be = remat.backend(budget="100%", solver="auto", compiler="inductor")
+    torch.compile(model, backend=be)(x).sum().backward()
+    ref(x).sum().backward()
+    (rep,) = be.report
+    assert rep["chosen"] == "inductor-min-cut" and rep["recomputed_ops"] > 0
+    everything = be.planner.planned[-1].plan.stats["saving_everything"]
+    assert rep["predicted_peak"] <= everything["peak"]
+    assert rep["after_forward"] < everything["after_forward"]
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()

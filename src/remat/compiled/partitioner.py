@@ -131,6 +131,7 @@ class Planner:
 
         started = time.perf_counter()
         self._fused = self.fused if fused is None else fused
+        inductor = self._fused  # this call's code goes to inductor (whatever walk its peak is read with)
         index = len(self.planned) if index is None else index
         jg = build(gm, num_fwd_outputs, cost=self.cost, name=f"{self.name}#{index}" if index else self.name,
                    device=self.device)
@@ -175,11 +176,17 @@ class Planner:
             choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
+            if inductor:
+                own = self._min_cut(jg, gm, joint_inputs, _, target, tail, code)
+                if own is not None:
+                    choice, steps, prediction, sp, code = own
+                    notes.append("inductor's own partitioner (torch.compile's default) fits, at a peak no higher "
+                                 "than saving everything: its partition is used")
         else:
             choice, steps, prediction, sp, code = self._fit(jg, pg, target, tail, base, relative, vanilla,
                                                             notes, held, before)
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
-        kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
+        kept_bytes = sum(graph[v].mem for v in _kept(graph, steps)) if steps else code.saved
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
@@ -254,6 +261,39 @@ class Planner:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
                          + (" (no plan within less exists)" if no_less else ""))
         return best
+
+    def _min_cut(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict, target: float,
+                 tail: float, code: CodePeak) -> tuple | None:
+        """Inductor's own partition (``min_cut_rematerialization_partition``, torch.compile at
+        budget 1.0: it recomputes what fuses for free, batch norm and ReLU outputs from a
+        convolution's) when it fits ``target`` and peaks no higher than ``code``, saving everything
+        (it then saves less, and inductor runs its recomputations inside fused kernels): as a
+        choice, schedule (none: not a remat schedule), prediction, split and code peak."""
+        from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+        from ..plan import Plan
+
+        try:
+            fw, bw = min_cut_rematerialization_partition(
+                gm, joint_inputs, num_fwd_outputs=jg.num_fwd_outputs,
+                static_lifetime_input_indices=options.get("static_lifetime_input_indices"))
+        except Exception:  # noqa: BLE001 -- remat's own partition stands
+            return None
+        theirs = code_peak(fw, bw, jg.num_fwd_outputs, fused=self._fused)
+        if max(theirs.peak, theirs.after_forward + tail) > target or theirs.peak > code.peak:
+            return None
+        id_of = {n.name: v for v, n in jg.node_of.items()}
+        again = [id_of[n.name] for n in bw.graph.nodes if n.op == "call_function" and n.name in id_of]
+        cost = sum(jg.graph[v].cost for v in again)
+        plan = Plan(solver="inductor-min-cut", budget=target, feasible=True, peak=theirs.peak, recompute_cost=cost,
+                    stats={"chosen": "inductor-min-cut", "saving_everything": {
+                        "peak": code.peak, "after_forward": code.after_forward}})
+        saved = [n.name for n in bw.graph.find_nodes(op="placeholder")]
+        split_ = Split(forward=fw, backward=bw, saved=saved, recomputed=len(again), unplanned=0)
+        from ..optimize import Choice
+
+        return (Choice(plan=plan, peak=theirs.peak, recompute_cost=cost, planning_budget=target), [],
+                Simulation(peak=theirs.peak, recompute_cost=cost), split_, theirs)
 
     def _floor(self, graph: Any) -> Any:
         """The solver's plan of least executed peak (a provisional plan before later graphs are seen)."""
