@@ -165,14 +165,14 @@ class Planner:
         if tail > 0:
             notes.append(f"the graphs after this one need {tail:.0f} bytes while its forward's leftovers live")
         whole = relative and parse_budget(self.budget, 1.0) >= 1.0 and self.planning_budget is None  # "100%"
+        plain = vanilla if pg is graph else vanilla_peak(pg)  # the plain step's peak, tail included
         if floor:
             choice = self._floor(graph)
             notes.append("provisional: planned at its floor until the graphs after this graph break are known")
             steps, prediction, sp, code = self._split(jg, choice)
             if held and code.peak > target * (1 + CODE_SLACK):
                 raise self._split_error(graph, target, held, before, InfeasibleError("its floor does not fit"))
-        elif whole or target >= (vanilla if pg is graph else vanilla_peak(pg)):  # nothing to recompute
-            plain = vanilla if pg is graph else vanilla_peak(pg)
+        elif whole or target >= plain:  # nothing to recompute
             choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
@@ -271,6 +271,7 @@ class Planner:
         choice, schedule (none: not a remat schedule), prediction, split and code peak."""
         from torch._functorch.partitioners import min_cut_rematerialization_partition
 
+        from ..optimize import Choice
         from ..plan import Plan
 
         try:
@@ -290,8 +291,6 @@ class Planner:
                         "peak": code.peak, "after_forward": code.after_forward}})
         saved = [n.name for n in bw.graph.find_nodes(op="placeholder")]
         split_ = Split(forward=fw, backward=bw, saved=saved, recomputed=len(again), unplanned=0)
-        from ..optimize import Choice
-
         return (Choice(plan=plan, peak=theirs.peak, recompute_cost=cost, planning_budget=target), [],
                 Simulation(peak=theirs.peak, recompute_cost=cost), split_, theirs)
 
