@@ -46,23 +46,29 @@ def test_views_pass_their_readers_to_their_base():
     assert "sin" not in {n.name for n in fused_values(_graph(f, (4, 4), (4, 4)))}
 
 
-def test_hoisting_runs_what_reads_only_primals_first():
-    """A recomputed weight cast reads only parameters: inductor may run it at the top of the
-    backward, so the fused walk counts it there."""
+def test_casts_fuse():
+    """``prims.convert_element_type`` (autocast's casts) is a pointwise kernel, not a convolution."""
+    def f(x):
+        return torch.ops.prims.convert_element_type.default(x, torch.float64).sin()
+
+    assert "convert_element_type" in {n.name for n in fused_values(_graph(f, (4, 4)))}
+
+
+def test_what_a_fused_value_reads_lives_until_the_kernel_making_a_buffer_from_it_runs():
+    """b = sin(a) is computed inside the kernel that makes c, after e: a is alive there."""
     from remat.compiled.codepeak import _walk
 
-    def f(primals_1, tangents_1):
-        a = tangents_1 * 2
-        b = torch.mm(a, a)           # a is freed after this
-        d = b.sum()
-        c = primals_1 * 3            # reads only a primal: may run first
-        return d, torch.mm(c, c)
+    def f(x, w):
+        a = torch.mm(x, w)
+        b = a.sin()              # fused: computed where c is
+        e = torch.mm(w, x)
+        c = b.cos()              # read by a matmul: a buffer, made from a
+        return torch.mm(c[:1], e)
 
     graph = _graph(f, (32, 32), (32, 32))
     out = next(n for n in graph.nodes if n.op == "output")
-    keep = set(out.all_input_nodes)
-    plain, _ = _walk(graph, {}, keep)
-    hoisted, _ = _walk(graph, {}, keep, hoist=True)
     size = 32 * 32 * 4
-    assert plain == 2 * size + 4      # c and the product of c, beside the sum
-    assert hoisted == 3 * size        # c beside a and b
+    fused, _ = _walk(graph, {}, set(out.all_input_nodes), fused=True)
+    plain, _ = _walk(graph, {}, set(out.all_input_nodes))
+    assert fused == 3 * size             # a, e and c at once
+    assert plain == 3 * size             # a, b, e: b is a buffer of its own, a freed once b is made

@@ -124,3 +124,58 @@ def test_time_limit_returns_a_plan_and_says_what_was_cut_short():
 def test_no_budget_recomputes_nothing():
     plan = remat.solve(mlp_chain(), None, solver="selective")
     assert plan.feasible and plan.recompute_cost == 0
+
+
+# ---- fused code (inductor): moves through fusible values, seeds, a judge --------------------
+
+def loss_head() -> remat.Graph:
+    """h -> logits (mm, 4) -> up (fp32 cast, 8) -> lsm (log-softmax, 8) -> loss; the loss's
+    backward reads lsm, the matmul's reads h."""
+    g = remat.Graph(name="loss-head")
+    g.add_node("h", 1, 1, op="embedding")
+    g.add_node("logits", 4, 100, ["h"], op="mm", bwd_uses=["h"])
+    g.add_node("up", 8, 2, ["logits"], op="convert_element_type", bwd_uses=[])
+    g.add_node("lsm", 8, 3, ["up"], op="_log_softmax", bwd_uses=["lsm"])  # its backward reads its output
+    g.add_node("loss", 1, 1, ["lsm"], op="nll_loss_forward", bwd_uses=["lsm"])
+    return g
+
+
+def test_a_fused_move_drops_the_fusible_chain_back_to_the_matmul_output():
+    g = loss_head()
+    _, plain = drop_order(g)
+    _, fused = drop_order(g, fusible={"up", "lsm"})
+    # unfused, dropping lsm holds up (8 bytes): nothing gained, so lsm's move takes the whole
+    # chain back to h, the matmul included
+    assert [(m.nodes, m.held) for m in plain if "lsm" in m.nodes] == [(("lsm", "up", "logits"), ())]
+    # fused, up is recomputed inside lsm's kernel and the matmul output is held instead: 8 - 4
+    lsm = next(m for m in fused if "lsm" in m.nodes)
+    assert set(lsm.nodes) == {"lsm", "up"} and lsm.held == ("logits",) and lsm.gain == 4 and lsm.cost == 5
+
+
+def test_a_judge_decides_feasibility_and_the_peak():
+    g = mlp_chain()
+    calls = []
+
+    def judge(kept, steps, sim):
+        calls.append(len(kept))
+        return sim.peak / 2   # as if fused code needed half the simulated memory
+
+    plan = selective.solve(g, 12, judge=judge)
+    assert calls and plan.feasible and plan.recompute_cost == 0 and plan.peak == 12
+    assert not selective.solve(g, 11, judge=judge).feasible or selective.solve(g, 11, judge=judge).recompute_cost > 0
+
+
+@SETTINGS
+@given(g=dags(max_nodes=9), data=st.data())
+def test_an_order_seeded_with_another_plans_kept_set_starts_there_and_stays_executable(g, data):
+    start = set(data.draw(st.sets(st.sampled_from(g.order))))
+    search = selective._search(g, float("inf"), start=start)
+    search.at(0)
+    first = search.sims[0][0]
+    assert first == selective.kept_of(g, search.held, [], search.again)
+    assert executed(g, first)[1].recompute_cost == executed(g, start)[1].recompute_cost  # prefix 0: the seed's plan
+    for k in range(len(search.moves) + 1):
+        kept = selective.kept_of(g, search.held, search.moves[:k], search.again)
+        steps, sim = executed(g, kept)           # a valid schedule (executed asserts its order)
+        assert simulate(g, steps).peak == sim.peak
+        assert search.at(k).recompute_cost >= search.at(0).recompute_cost  # moves only add recomputation

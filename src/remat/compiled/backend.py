@@ -24,6 +24,7 @@ from ..budget import is_relative
 from ..errors import InputError
 from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
 from .costs import DEFAULT_COST
+from .jointgraph import total_cost
 from .partitioner import Planner
 
 COMPILERS = ("inductor", "eager")
@@ -53,7 +54,8 @@ class RematBackend:
             return self._compile(gm, example_inputs, self.compiler, slot, back)
         held = held_before(chain, slot.index)
         if not slot.breaks:
-            return self._compile(gm, example_inputs, self.compiler, slot, back, held=held, before=slot.index)
+            return self._compile(gm, example_inputs, self.compiler, slot, back, held=held, before=slot.index,
+                                 price=_price(chain[:slot.index]))
         # more graphs follow, unseen yet: the first step runs this one at its floor (fx codegen,
         # cheap to make); once the rest is known it is planned for good (``chain``)
         slot.provisional = True
@@ -111,6 +113,15 @@ class RematBackend:
         """One summary per graph compiled, of its current plan (solver, budget, predicted peak,
         recompute fraction; with graph breaks, what it holds and leaves room for)."""
         return [{**s.planned.summary(), "replans": list(s.replans)} for s in self.slots if s.planned is not None]
+
+
+def _price(before: list[Slot]) -> float:
+    """What the graphs before a graph break recompute per byte freed, on average: their whole
+    forward's cost over their vanilla peaks. A later graph whose floor frees bytes for less takes
+    it (``Planner``'s ``price``), leaving the room to them."""
+    done = [s.planned for s in before if s.planned is not None]
+    peak = sum(p.vanilla for p in done)
+    return sum(total_cost(p.joint.graph) for p in done) / peak if peak > 0 else 0.0
 
 
 def _input_grad_bytes(inputs: list) -> float:

@@ -71,7 +71,7 @@ def _extern(n: fx.Node) -> bool:
     if not isinstance(target, torch._ops.OpOverload):
         return n.op == "call_function" and target is not operator.getitem
     name = target.overloadpacket.__name__
-    return (name in _EXTERN or "attention" in name or "conv" in name or target in lowering.fallbacks
+    return (name in _EXTERN or "attention" in name or "convolution" in name or target in lowering.fallbacks
             or target not in lowering.lowerings)
 
 
@@ -126,29 +126,33 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
 
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
-          trace: list | None = None, fused: bool = False, hoist: bool = False) -> tuple[float, dict[fx.Node, list]]:
+          trace: list | None = None, fused: bool = False) -> tuple[float, dict[fx.Node, list]]:
     """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
 
     A node's output is an alias of an input's storage when their fake storages are the same
     (views, ``getitem``); any other output is a new storage, keyed by the node. Storages are
     freed after the last use of every node referring to them, unless a node in ``keep`` (the
-    graph's outputs) refers to them. ``hoist``: ops that read only the step's primals (a
-    parameter's autocast cast, recomputed) run first, as inductor's scheduler may place them.
+    graph's outputs) refers to them. ``fused``: values inside fused kernels (``fused_values``)
+    take no storage, and what they read lives until the kernel that makes a buffer from them runs.
     Returns the peak and each node's storage keys (None: made before the step, or not counted).
     """
     nodes = list(graph.nodes)
-    if hoist:
-        early = [n for n in nodes if n.op == "call_function" and n.all_input_nodes
-                 and all(a.op == "placeholder" and a.name.startswith("primals") for a in n.all_input_nodes)]
-        first = set(early)
-        nodes = [n for n in nodes if n.op == "placeholder"] + early + [
-            n for n in nodes if n.op != "placeholder" and n not in first]
+    inside = fused_values(graph) if fused else set()
+    pos = {n: i for i, n in enumerate(nodes)}
+    # a value inside a fused kernel is computed when the kernel making a buffer from it runs:
+    # what it reads lives until then (``until``: the position of the last such kernel)
+    until: dict[fx.Node, int] = {}
+    for n in reversed(nodes):
+        if n in inside or (fused and _is_view(n)):
+            until[n] = max([pos[n]] + [until.get(u, pos.get(u, len(nodes))) for u in n.users])
     last: dict[fx.Node, int] = {}
     for i, n in enumerate(nodes):
         for a in n.all_input_nodes:
-            last[a] = i
+            last[a] = max(last.get(a, -1), until.get(n, i))
+    due: dict[int, list[fx.Node]] = {}
+    for a, i in last.items():
+        due.setdefault(i, []).append(a)
     key_of: dict[fx.Node, list[object]] = {}
-    inside = fused_values(graph) if fused else set()
     aliases = aliases or {}  # (placeholder, j) -> the held key of the storage it shares
     live = dict(held)
     refs: dict[object, int] = {}
@@ -181,8 +185,9 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
         for k in key_of.get(n, []):
             if k is not None:
                 refs[k] = refs.get(k, 0) + 1
-        # free what this step read for the last time (and this node, if nothing reads it)
-        for a in list(n.all_input_nodes) + ([n] if n not in last else []):
+        # free what is read for the last time by this step (or the fused kernel it is part of),
+        # and this node if nothing reads it
+        for a in due.get(i, []) + ([n] if n not in last else []):
             if last.get(a, i) != i or a in keep:
                 continue
             for k in key_of.get(a, []):
@@ -237,6 +242,6 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     out_b = next(iter(backward.graph.find_nodes(op="output")))
     grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
     returned = frozenset(ref for a in grads for ref, _ in _storages(a))
-    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, hoist=fused)
+    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused)
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
                     backward=bwd_peak + user, after_forward=float(sum(counted.values())))

@@ -23,6 +23,7 @@ moved / bandwidth)), ``"profile"`` (seconds measured per distinct op, cached on 
 from __future__ import annotations
 
 import operator
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -62,6 +63,15 @@ class JointGraph:
         return frozenset(self.states.values()) | frozenset(v for v in self.random if v not in self.states)
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
     cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
+
+    @property
+    def fusible(self) -> frozenset[str]:
+        """Planning ids inductor can make inside a fused kernel (pointwise ops, reductions, casts;
+        not matmuls, attention or other extern kernels and fallbacks, not random draws): recomputed
+        there, they take no buffer of their own (``codepeak.fused_values``)."""
+        from .codepeak import _extern
+
+        return frozenset(v for v, n in self.node_of.items() if not _extern(n) and v not in self.random)
 
 
 def _is_tag(n: fx.Node, tag: str) -> bool:
@@ -118,7 +128,11 @@ def _device_type(n: fx.Node) -> str | None:
 def replayable(n: fx.Node) -> bool:
     """A random op whose draws a recomputation can replay: one device whose generator state
     ``torch.get_rng_state`` / ``torch.cuda.get_rng_state`` reads, and an OpOverload that
-    ``run_with_rng_state`` can call."""
+    ``run_with_rng_state`` can call. Not inductor's seeds (``prims.inductor_seeds``, drawn once
+    per graph; its ``inductor_random`` ops are deterministic in them): inductor cannot lower their
+    replay, and the few bytes are kept."""
+    if "inductor_seeds" in str(n.target):
+        return False
     return _device_type(n) in _REPLAY_DEVICES and isinstance(n.target, torch._ops.OpOverload)
 
 
@@ -200,11 +214,11 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
         if is_random(n) and replayable(n):  # its draws are replayed from the generator state before it
             sid = states[n.name] = f"{n.name}{STATE_SUFFIX}"
             specs[sid] = {"mem": rng_state_bytes(n), "cost": 0.0, "inputs": (), "op": "rng_state",
-                          "requires_grad": False, "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
+                          "requires_grad": False, "module": module_path(n)}
             in_owners = (*in_owners, sid)
         specs[n.name] = {"mem": fresh, "cost": 0.0, "inputs": in_owners,  # cost: below, all ops at once
                          "op": op_name(n.target), "requires_grad": needs_grad[n],
-                         "module": (n.meta.get("custom") or {}).get(MODULE_KEY)}
+                         "module": module_path(n)}
         seq = n.meta.get("seq_nr")
         if seq is not None and (needs_grad[n] or seq not in seq_owner):
             seq_owner[seq] = n.name
@@ -295,6 +309,23 @@ def _tag_untagged(nodes: list[fx.Node]) -> None:
                 n.meta["partitioner_tag"] = tag
             if tag == "is_backward":
                 backward.add(n)
+
+
+def module_path(n: fx.Node) -> str | None:
+    """The module path an op was traced in: remat's capture annotates it (``MODULE_KEY``);
+    under torch.compile, Dynamo's ``nn_module_stack`` has it (``L['model'].model.layers[0]`` ->
+    ``model.layers.0``), so per-block plans find the blocks there too."""
+    path = (n.meta.get("custom") or {}).get(MODULE_KEY)
+    if path is not None:
+        return path
+    stack = n.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    raw = str(list(stack.values())[-1][0])
+    raw = re.sub(r"\._modules\[['\"]([^'\"]*)['\"]\]", r".\1", raw)  # ._modules['layers']
+    raw = re.sub(r"^L\[['\"][^'\"]*['\"]\]\.?", "", raw)        # the frame's local: L['self'], L['model']
+    raw = re.sub(r"\[['\"]?([\w.]+)['\"]?\]", r".\1", raw)          # layers[0]
+    return raw.strip(".") or None
 
 
 def _set_module(g: Graph, v: str, module: str) -> None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import time
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 import torch.fx as fx
 
@@ -33,6 +33,7 @@ CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the b
 CODE_SLACK = 0.005   # what the code's peak may exceed the budget by without a re-plan
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
 FUSED_MARGIN = 0.03  # measured peak of inductor's code over the fused walk: up to 2.6% (ViT bf16, CPU)
+FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
 
 
 class BudgetSplitError(InfeasibleError):
@@ -121,12 +122,14 @@ class Planner:
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
-                 fused: bool | None = None, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+                 fused: bool | None = None, price: float = 0.0, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Plan one joint graph. With a byte budget after graph breaks (``chain``): ``held`` bytes are
         held by the ``before`` graphs before it, ``tail`` bytes are needed by those after it while
         its forward's leftovers live; ``floor``: plan at the solver's floor (provisional); ``index``:
         its place in the step (graph names); ``fused``: this call's code runs under inductor (default:
-        the planner's ``fused``)."""
+        the planner's ``fused``); ``price``: the graphs before it recompute about this much per byte
+        they free, so a floor freeing bytes for less is taken whatever the budget (a loss graph after
+        a break: its room goes to the graphs before it)."""
         from ..optimize import BudgetError, parse_budget, plan_within, vanilla_peak
 
         started = time.perf_counter()
@@ -176,7 +179,10 @@ class Planner:
             choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
-            if inductor:
+            low = self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None
+            if low is not None:
+                choice, steps, prediction, sp, code = low
+            elif inductor:  # (after every split: inductor's partitioner edits the joint graph)
                 own = self._min_cut(jg, gm, joint_inputs, _, target, tail, code)
                 if own is not None:
                     choice, steps, prediction, sp, code = own
@@ -185,6 +191,9 @@ class Planner:
         else:
             choice, steps, prediction, sp, code = self._fit(jg, pg, target, tail, base, relative, vanilla,
                                                             notes, held, before)
+            low = self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None
+            if low is not None:
+                choice, steps, prediction, sp, code = low
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps)) if steps else code.saved
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
@@ -202,18 +211,31 @@ class Planner:
         temporaries): while its own peak is over the budget, plan again within less. Under
         inductor (``fused``) the code's peak is below the planning graph's, whose values are all
         buffers: while it is well under the budget, plan again within more (less recomputation),
-        and below the planning graph's floor, take the floor plan if its fused code fits."""
+        and below the planning graph's floor, take the floor plan if its fused code fits.
+
+        With ``auto`` or ``selective`` under inductor, plans are made for the fused code first
+        (``_fused_selective``); the solvers' own plans are the fallback when none fits."""
         from ..optimize import BudgetError, plan_within
 
         def fits(code: CodePeak) -> float:  # bytes over the target (negative: room left)
             margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
             return max(code.peak * margin, code.after_forward + tail) - target
 
+        fused = self._fused_selective(jg, pg, target, tail, []) if self._fused else None
+        if fused is not None:
+            notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the "
+                         "fused walk)")
+            return fused
         planning, no_less = target, False
         try:
             choice = self._choose(pg, planning, base, relative, vanilla, notes)
         except InfeasibleError as e:
             low = self._floor(pg) if self._fused else None
+            fused = self._fused_selective(jg, pg, target, tail, [low]) if low is not None else None
+            if fused is not None:
+                notes.append("below the planning graph's floor: planned for inductor's fused code "
+                             f"({fused[0].plan.stats['chosen']} from the floor plan, judged by the fused walk)")
+                return fused
             if low is not None and fits(self._split(jg, low, pg)[3]) <= CODE_SLACK * target:
                 choice = low
                 notes.append("below the planning graph's floor, but inductor's fused code at that floor fits: "
@@ -221,7 +243,7 @@ class Planner:
             elif not held:
                 raise
             else:
-                raise self._split_error(jg.graph, target, held, before, e) from None
+                raise self._split_error(jg.graph, target, held, before, e, jg) from None
         for _ in range(CODE_ROUNDS):
             steps, prediction, sp, code = self._split(jg, choice, pg)
             over = fits(code)
@@ -256,11 +278,83 @@ class Planner:
                 if got[2].recompute_cost < best[2].recompute_cost:
                     notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
                     best = got
+        fused = (self._fused_selective(jg, pg, target, tail, [best[0]])
+                 if self._fused and fits(best[4]) > CODE_SLACK * target else None)
+        if fused is not None:
+            notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the fused "
+                         f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
+            best = fused
         code = best[4]
         if code.peak - target > CODE_SLACK * target:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
                          + (" (no plan within less exists)" if no_less else ""))
         return best
+
+    def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
+        """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its fused
+        code needs of the budget: its peak with ``FUSED_MARGIN``, or its forward's leftovers plus
+        ``tail``."""
+        def judge(kept: set, steps: list, sim: Simulation) -> float:
+            sp = split(jg, without_tail(steps) if tail > 0 else steps)
+            code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=True)
+            return max(code.peak * (1 + FUSED_MARGIN), code.after_forward + tail)
+        return judge
+
+    def _fused_selective(self, jg: JointGraph, pg: Any, target: float, tail: float, seeds: list) -> tuple | None:
+        """The cheapest plan for inductor's fused code that fits ``target``, as ``_fit``'s best, or
+        None: ``selective`` with moves through fusible values and each prefix judged by the fused
+        walk, from the vanilla step and from the kept sets of ``seeds`` (choices; with ``auto``,
+        per-block checkpointing's floor too): the solvers decide in the unfused graph's terms, where a
+        log-softmax recomputed from bf16 logits costs three fp32 buffers; fused, it costs none."""
+        from ..optimize import Choice, smallest_choice
+        from ..runtime import _executed
+        from ..solvers import selective
+
+        if self.solver not in ("auto", "selective"):
+            return None
+        starts: list[tuple[str, Any]] = [("selective-fused", None)]
+        if self.solver == "auto":
+            blocks = smallest_choice(pg, "blocks", self.mode)
+            seeds = [*seeds, blocks]
+            starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+selective-fused",
+                        _kept(pg, _executed(pg, c.plan)[0])) for c in seeds if c is not None]
+        judge = self._fused_judge(jg, tail)
+        best = None
+        for name, start in starts:
+            plan = selective.solve(pg, target, self.mode, time_limit=FUSED_SECONDS / len(starts), fusible=jg.fusible,
+                                   judge=judge, start=start)
+            if plan.feasible and (best is None or plan.recompute_cost < best.recompute_cost):
+                plan.stats["chosen"] = name
+                best = plan
+        if best is None:
+            return None
+        choice = Choice(plan=best, peak=best.peak, recompute_cost=best.recompute_cost, planning_budget=target)
+        return (choice, *self._split(jg, choice, pg))
+
+    def _cheap_floor(self, jg: JointGraph, pg: Any, tail: float, price: float, code: CodePeak,
+                     notes: list[str]) -> tuple | None:
+        """The plan of least peak (for inductor: of its fused code) when the bytes it frees below
+        ``code`` cost at most ``price`` each in recomputation: as ``_fit``'s best, else None."""
+        from ..optimize import Choice
+        from ..solvers import selective
+
+        if self._fused:
+            search = selective._search(pg, time.perf_counter() + FUSED_SECONDS, jg.fusible, self._fused_judge(jg, tail))
+            k = min(selective._probes(len(search.moves), search.points), key=search.peak)
+            kept, steps, sim = search.sims[k]
+            plan = Plan(solver="selective", budget=None, feasible=True, schedule=steps,
+                        kept=[v for v in pg.order if v in kept], peak=search.peak(k), recompute_cost=sim.recompute_cost,
+                        stats={"chosen": "selective-fused (floor)", "prefix": k})
+            choice = Choice(plan=plan, peak=plan.peak, recompute_cost=plan.recompute_cost, planning_budget=None)
+        else:
+            choice = self._floor(pg)
+        got = (choice, *self._split(jg, choice, pg))
+        freed = max(code.peak - got[4].peak, code.after_forward - got[4].after_forward)
+        if freed <= 0 or choice.recompute_cost > price * freed:
+            return None
+        notes.append(f"planned at its floor: it frees {freed:.0f} bytes for the graphs before it at "
+                     f"{choice.recompute_cost:.3g} of recomputation, less than they pay on average ({price:.3g} a byte)")
+        return got
 
     def _min_cut(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict, target: float,
                  tail: float, code: CodePeak) -> tuple | None:
@@ -305,13 +399,17 @@ class Planner:
         return choice
 
     def _split_error(self, graph: Any, left: float, held: float, before: int,
-                     cause: Exception) -> "BudgetSplitError":
+                     cause: Exception, jg: JointGraph | None = None) -> "BudgetSplitError":
         """Why a graph after a graph break cannot fit what the graphs before it left of a byte
-        budget, and the budgets and changes that would make it fit."""
+        budget, and the budgets and changes that would make it fit (under inductor: the least its
+        fused code needs)."""
         from ..budget import fmt_bytes
         from ..optimize import smallest_budget
+        from ..solvers import selective
 
         need = smallest_budget(graph, self.solver, self.mode)
+        if self._fused and jg is not None:
+            need = min(need, selective._min_budget(graph, jg.fusible, self._fused_judge(jg, 0.0)))
         if not need < float("inf"):
             return BudgetSplitError(f"remat: graph {graph.name} (after a graph break): {cause}")
         total = held + left

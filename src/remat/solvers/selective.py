@@ -24,6 +24,14 @@ reached by dropping matmul outputs too.
 
 ``graph.pinned`` (values that must never be recomputed: random ops) are always kept.
 
+Fused code (inductor). A value recomputed inside a fused kernel takes no buffer of its own, so
+with ``fusible`` (the values a fused kernel can make: no matmul, attention or other extern
+kernel) a move drops u together with the fusible values it is recomputed from, back to held
+values or to non-fusible ones, which become held: dropping a log-softmax output then holds the
+bf16 logits it is made from, not the fp32 intermediates between. And with ``judge`` (a kept
+set's executed schedule -> the peak of the code that will run, e.g. inductor's fused walk) the
+prefix search and the undo pass judge plans by that peak instead of the op-by-op simulation.
+
 Tested in tests/test_selective.py: the matmul-keeping plan on a hand-sized chain, feasible =
 simulated peak within budget on random DAGs, monotone in the budget.
 """
@@ -34,7 +42,7 @@ import heapq
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from .. import schedule
 from ..graph import Graph
@@ -44,6 +52,7 @@ from . import register
 from .common import within
 
 CLOSURE_CAP = 32  # nodes a single move may recompute together (u and its unheld ancestors)
+JUDGED_POINTS = 8  # the grid of prefixes probed when no gallop brackets the budget, with a judge
 
 
 def pinned(graph: Graph) -> frozenset[str]:
@@ -82,10 +91,13 @@ class _State:
     keep: set[str]                 # values available in the backward without recomputation
     held: set[str]                 # kept values something in the backward reads
     fixed: frozenset[str]          # never dropped (pinned)
+    fusible: frozenset[str] = frozenset()  # recomputed inside fused kernels: no buffer of their own
     moves: list[Move] = field(default_factory=list)
 
     def best_move(self, u: str) -> Move | None:
         """The better (bytes per cost) of dropping u alone and dropping it with its unheld ancestors."""
+        if self.fusible:
+            return self.fused_move(u)
         g = self.graph
         new = tuple(x for x in g[u].inputs if x in self.keep and x not in self.held)
         single = Move((u,), new, g[u].cost, g[u].mem - g.mem(new))
@@ -109,6 +121,25 @@ class _State:
                     best = closure
         return best
 
+    def fused_move(self, u: str) -> Move | None:
+        """Drop u and the fusible values it is recomputed from (unheld, not pinned), back to held
+        values; the non-fusible ones met on the way become held."""
+        g = self.graph
+        group, new, seen = [u], [], {u}
+        stack = list(g[u].inputs)
+        while stack:
+            x = stack.pop()
+            if x in seen or x in self.held or x not in self.keep:  # held, or already recomputed
+                continue
+            seen.add(x)
+            if x in self.fusible and x not in self.fixed and len(group) < CLOSURE_CAP:
+                group.append(x)
+                stack.extend(g[x].inputs)
+            else:
+                new.append(x)
+        gain = g[u].mem - g.mem(new)
+        return Move(tuple(group), tuple(new), g.cost(group), gain) if gain > 0 else None
+
     def apply(self, move: Move) -> None:
         self.keep.difference_update(move.nodes)
         self.held.difference_update(move.nodes)
@@ -120,11 +151,27 @@ def _ratio(m: Move) -> float:
     return math.inf if m.cost <= 0 else m.gain / m.cost
 
 
-def drop_order(graph: Graph) -> tuple[set[str], list[Move]]:
-    """The held values of the vanilla step and the greedy sequence of moves (module docstring)."""
+def recomputed_by(graph: Graph, kept: Iterable[str]) -> set[str]:
+    """Values the executed schedule of a kept set recomputes in the backward."""
+    seen: set[str] = set()
+    again: set[str] = set()
+    for kind, v in schedule.from_kept(graph, set(kept) | pinned(graph)):
+        if kind == "fwd":
+            (again if v in seen else seen).add(v)
+    return again
+
+
+def drop_order(graph: Graph, fusible: Iterable[str] = (),
+               start: Iterable[str] | None = None) -> tuple[set[str], list[Move]]:
+    """The held values of the vanilla step (or the kept set ``start``, another plan's) and the
+    greedy sequence of moves from there (module docstring; ``fusible``: moves for fused code)."""
     fixed = pinned(graph)
-    held = backward_reads(graph)
-    st = _State(graph, set(graph.order), set(held), fixed)
+    if start is None:
+        held, keep = backward_reads(graph), set(graph.order)
+    else:
+        held = set(start) | fixed
+        keep = set(graph.order) - recomputed_by(graph, held)
+    st = _State(graph, keep, set(held), fixed, frozenset(fusible))
     heap: list[tuple[float, float, int, str]] = []
     index = graph.index
 
@@ -156,12 +203,21 @@ def drop_order(graph: Graph) -> tuple[set[str], list[Move]]:
 
 # ---- the solver -----------------------------------------------------------------------------
 
-class _Search:
-    """Simulations of prefixes of the move order, memoized, with a deadline."""
+Judge = Callable[[set[str], list[Step], Simulation], float]  # a kept set's executed schedule -> peak
 
-    def __init__(self, graph: Graph, held: set[str], moves: list[Move], deadline: float):
+
+class _Search:
+    """Simulations of prefixes of the move order, memoized, with a deadline; ``judge``: the peak
+    a plan is judged by (default: the simulated one)."""
+
+    def __init__(self, graph: Graph, held: set[str], moves: list[Move], deadline: float,
+                 judge: Judge | None = None, again: frozenset[str] = frozenset()):
         self.g, self.held, self.moves, self.deadline = graph, held, moves, deadline
+        self.judge = judge
+        self.again = again  # recomputed by the plan the order starts from
+        self.points = 24 if judge is None else JUDGED_POINTS  # a judged prefix costs a split and a walk
         self.sims: dict[int, tuple[set[str], list[Step], Simulation]] = {}
+        self.peaks: dict[int, float] = {}
         self.cut_short = ""
 
     def out_of_time(self) -> bool:
@@ -169,12 +225,20 @@ class _Search:
 
     def at(self, k: int) -> Simulation:
         if k not in self.sims:
-            kept = kept_of(self.g, self.held, self.moves[:k])
+            kept = kept_of(self.g, self.held, self.moves[:k], self.again)
             self.sims[k] = (kept, *executed(self.g, kept))
+            self.peaks[k] = self.peak_of(*self.sims[k])
         return self.sims[k][2]
 
+    def peak_of(self, kept: set[str], steps: list[Step], sim: Simulation) -> float:
+        return sim.peak if self.judge is None else self.judge(kept, steps, sim)
+
+    def peak(self, k: int) -> float:
+        self.at(k)
+        return self.peaks[k]
+
     def fits(self, k: int, budget: float) -> bool:
-        return within(self.at(k).peak, budget)
+        return within(self.peak(k), budget)
 
     def smallest_fitting(self, budget: float) -> int | None:
         """Least k whose prefix fits, or None: from the prefix whose estimated savings cover the
@@ -183,7 +247,7 @@ class _Search:
         n = len(self.moves)
         if self.fits(0, budget):
             return 0
-        excess, saved, k0 = self.at(0).peak - budget, 0.0, n
+        excess, saved, k0 = self.peak(0) - budget, 0.0, n
         for i, m in enumerate(self.moves):
             saved += m.gain
             if saved >= excess:
@@ -206,7 +270,7 @@ class _Search:
                     break
                 lo, step = k, step * 2
         if hi is None:  # not monotone: any probe that fits
-            for k in _probes(n):
+            for k in _probes(n, self.points):
                 if self.out_of_time():
                     self.cut_short = "search for a fitting prefix stopped at the time limit"
                     return None
@@ -231,69 +295,86 @@ def _grid(n: int, points: int) -> list[int]:
     return sorted({round(n * i / points) for i in range(1, points + 1)})
 
 
-def _probes(n: int) -> list[int]:
+def _probes(n: int, points: int = 24) -> list[int]:
     """Every prefix ``smallest_fitting`` may test before bisecting, whatever the budget: 0, the
-    gallop's 1, 3, 7, ... and the scan's grid. The least peak among them is the min budget."""
+    gallop's 1, 3, 7, ... and the scan's grid of ``points``. The least peak among them is the
+    min budget."""
     gallop, k = [], 1
     while k < n:
         gallop.append(k)
         k = 2 * k + 1
-    return sorted({0, n, *gallop, *_grid(n, 24)})
+    return sorted({0, n, *gallop, *_grid(n, points)})
 
 
-def _min_budget(graph: Graph, **options) -> float:
+def _search(graph: Graph, deadline: float, fusible: Iterable[str] = (), judge: Judge | None = None,
+            start: Iterable[str] | None = None) -> _Search:
+    held, moves = drop_order(graph, fusible, start)
+    again = frozenset(recomputed_by(graph, held)) if start is not None else frozenset()
+    return _Search(graph, held, moves, deadline, judge, again)
+
+
+def _min_budget(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None,
+                start: Iterable[str] | None = None, **options) -> float:
     """Least budget ``selective`` meets: every budget at or above it finds a prefix that fits."""
-    held, moves = drop_order(graph)
-    search = _Search(graph, held, moves, math.inf)
-    return min(search.at(k).peak for k in _probes(len(moves)))
+    search = _search(graph, math.inf, fusible, judge, start)
+    return min(search.peak(k) for k in _probes(len(search.moves), search.points))
 
 
 @register("selective", min_budget=_min_budget)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
-          time_limit: float | None = None, undo: int = 4, **options) -> Plan:
-    """Selective recomputation: keep matmul-like values, recompute cheap ones (knapsack by ratio)."""
+          time_limit: float | None = None, undo: int = 4, fusible: Iterable[str] = (),
+          judge: Judge | None = None, start: Iterable[str] | None = None, **options) -> Plan:
+    """Selective recomputation: keep matmul-like values, recompute cheap ones (knapsack by ratio).
+    ``fusible`` and ``judge``: plan for fused code (module docstring); ``start``: the kept set
+    of another plan to drop more from (its prefix 0)."""
     started = time.perf_counter()
     deadline = started + (time_limit if time_limit is not None else math.inf)
-    held, moves = drop_order(graph)
-    search = _Search(graph, held, moves, deadline)
+    search = _search(graph, deadline, fusible, judge, start)
+    held, moves = search.held, search.moves
     stats = {"moves": len(moves)}
+    if judge is not None:
+        stats["judged"] = "by the code's own peak"
     if budget is None:
         k = 0
     else:
         k = search.smallest_fitting(float(budget))
     if k is None:
-        low = min(search.sims, key=lambda j: search.sims[j][2].peak)
+        low = min(search.sims, key=search.peak)
         kept, steps, sim = search.sims[low]
         plan = infeasible("selective", budget, f"no prefix of the selective order fits budget {budget:g}; "
-                          f"the lowest simulated peak found is {sim.peak:g}",
-                          schedule=steps, kept=[v for v in graph.order if v in kept], peak=sim.peak,
+                          f"the lowest peak found is {search.peak(low):g}",
+                          schedule=steps, kept=[v for v in graph.order if v in kept], peak=search.peak(low),
                           recompute_cost=sim.recompute_cost, mode=mode, stats=stats)
         if search.cut_short or search.out_of_time():
             plan.stats["cut_short"] = search.cut_short or "search stopped at the time limit"
         plan.solve_seconds = time.perf_counter() - started
         return plan
-    kept, steps, sim = search.sims[k] if k in search.sims else (set(held), *executed(graph, held))
+    search.at(k)
+    kept, steps, sim = search.sims[k]
+    peak = search.peak(k)
     if budget is not None and k > 0:
-        kept, steps, sim, undone = _undo_costliest(graph, kept, moves[:k], float(budget), undo, search)
+        kept, steps, sim, peak, undone = _undo_costliest(graph, kept, moves[:k], float(budget), undo, search)
         stats["undone"] = undone
     stats.update(prefix=k, simulations=len(search.sims))
     if search.cut_short:
         stats["cut_short"] = search.cut_short
-    return Plan(solver="selective", budget=budget, feasible=within(sim.peak, budget), schedule=steps,
-                kept=[v for v in graph.order if v in kept], peak=sim.peak, recompute_cost=sim.recompute_cost,
+    return Plan(solver="selective", budget=budget, feasible=within(peak, budget), schedule=steps,
+                kept=[v for v in graph.order if v in kept], peak=peak, recompute_cost=sim.recompute_cost,
                 solve_seconds=time.perf_counter() - started, mode=mode,
                 stats={"simulated_peak": sim.peak, **stats})
 
 
 def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: float, tries: int,
-                    search: _Search) -> tuple[set[str], list[Step], Simulation, int]:
+                    search: _Search) -> tuple[set[str], list[Step], Simulation, float, int]:
     """Keep again the values of the costliest moves of the prefix while the peak still fits.
 
     Moves whose values are recomputed before the peak step are tried first: what they save ends
     before the peak (the last layer's values, read by the first backward steps), so undoing them
     often costs no peak. Each trial is the prefix without the move (``kept_of`` keeps it
     consistent), simulated."""
-    steps, sim = search.sims[len(prefix)][1:] if len(prefix) in search.sims else executed(graph, kept)
+    search.at(len(prefix))
+    steps, sim = search.sims[len(prefix)][1:]
+    peak = search.peak(len(prefix))
     undone = 0
     first: dict[str, int] = {}
     seen: set[str] = set()
@@ -312,19 +393,24 @@ def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: fl
             break
         if prefix[i].cost <= 0:
             continue
-        trial = kept_of(graph, search.held, [m for j, m in enumerate(prefix) if j != i and j not in skip])
+        trial = kept_of(graph, search.held, [m for j, m in enumerate(prefix) if j != i and j not in skip],
+                        search.again)
         t_steps, t_sim = executed(graph, trial)
-        if within(t_sim.peak, budget) and t_sim.recompute_cost < sim.recompute_cost:
-            kept, steps, sim = trial, t_steps, t_sim
+        if t_sim.recompute_cost >= sim.recompute_cost:
+            continue
+        t_peak = search.peak_of(trial, t_steps, t_sim)
+        if within(t_peak, budget):
+            kept, steps, sim, peak = trial, t_steps, t_sim, t_peak
             skip.add(i)
             undone += 1
-    return kept, steps, sim, undone
+    return kept, steps, sim, peak, undone
 
 
-def kept_of(graph: Graph, held: set[str], moves: list[Move]) -> set[str]:
+def kept_of(graph: Graph, held: set[str], moves: list[Move], again: Iterable[str] = ()) -> set[str]:
     """Held values after applying ``moves``, where a node some kept move still needs as input
-    stays held (so dropping a subset of the order stays consistent)."""
-    dropped: set[str] = set()
+    stays held (so dropping a subset of the order stays consistent); ``again``: recomputed
+    anyway (by the plan the order started from)."""
+    dropped: set[str] = set(again)
     for m in moves:
         dropped.update(m.nodes)
     out = {v for v in held if v not in dropped}
