@@ -72,3 +72,24 @@ def test_what_a_fused_value_reads_lives_until_the_kernel_making_a_buffer_from_it
     plain, _ = _walk(graph, {}, set(out.all_input_nodes))
     assert fused == 3 * size             # a, e and c at once
     assert plain == 3 * size             # a, b, e: b is a buffer of its own, a freed once b is made
+
+
+def test_a_weight_cast_is_counted_in_the_first_kernel_after_the_last_matmul():
+    """Inductor fuses a kernel that reads only parameters into the first kernel since the last
+    extern one (a Llama lm_head cast inside the loss's backward kernel): the cast's buffer is
+    alive while that kernel's output is made."""
+    from remat.compiled.codepeak import _walk
+
+    def f(primals_1, tangents_1):
+        a = tangents_1 * 2
+        m = torch.mm(a, a)
+        b = m * 3                 # inside c's kernel, which reads m
+        c = b + 1                 # the first kernel after the matmul: a buffer
+        w = primals_1 * 5         # reads only a parameter: run with c's kernel
+        return torch.mm(c[:1], w)
+
+    graph = _graph(f, (32, 32), (32, 32))
+    out = next(n for n in graph.nodes if n.op == "output")
+    size = 32 * 32 * 4
+    fused, _ = _walk(graph, {}, set(out.all_input_nodes), fused=True)
+    assert fused == 3 * size  # m, w and c at once (in the graph's own order: never more than two)

@@ -100,8 +100,11 @@ class RematBackend:
             from torch._inductor.compile_fx import compile_fx
 
             key = ":".join(f"{k}={v}" for k, v in sorted(plan.items()))
+            # inductor keeps the order the plan was judged in (``codepeak``): its own peak-memory
+            # reordering picks, by its own estimate, orders that run a recomputed weight cast first
+            # (the backward is compiled later, so the patch goes with it: ``config_patches``)
             with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
-                fn = compile_fx(gm, inputs)
+                fn = compile_fx(gm, inputs, config_patches={"reorder_for_peak_memory": False})
         if len(self.planner.planned) > made:  # a training graph was partitioned (not inference)
             slot.planned = self.planner.planned[-1]
             code = slot.planned.code

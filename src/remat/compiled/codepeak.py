@@ -124,6 +124,29 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
     return {n for n, b in buffer.items() if not b and not _is_view(n)}
 
 
+def _fold_primal_kernels(nodes: list[fx.Node], inside: set[fx.Node]) -> list[fx.Node]:
+    """``nodes`` with each kernel that reads only parameters (a recomputed weight cast) moved up
+    to the first kernel after the last extern one (matmul, attention) before it: inductor fuses
+    it there (measured on the CPU: a Llama lm_head cast computed inside the loss's backward
+    kernel, the backward's first), so its buffer is alive while that kernel's is made."""
+    out: list[fx.Node] = []
+    start: int | None = None  # index in ``out`` of the first kernel since the last extern one
+    for n in nodes:
+        kernel = n.op == "call_function" and n not in inside and not _is_view(n)
+        params = kernel and n.all_input_nodes and all(
+            a.op == "placeholder" and a.name.startswith("primals") for a in n.all_input_nodes)
+        if params and start is not None:
+            out.insert(start, n)
+            start += 1
+            continue
+        if kernel and _extern(n):
+            start = None
+        elif kernel and start is None:
+            start = len(out)
+        out.append(n)
+    return out
+
+
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
           trace: list | None = None, fused: bool = False) -> tuple[float, dict[fx.Node, list]]:
@@ -138,6 +161,8 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     """
     nodes = list(graph.nodes)
     inside = fused_values(graph) if fused else set()
+    if fused:
+        nodes = _fold_primal_kernels(nodes, inside)
     pos = {n: i for i, n in enumerate(nodes)}
     # a value inside a fused kernel is computed when the kernel making a buffer from it runs:
     # what it reads lives until then (``until``: the position of the last such kernel)
