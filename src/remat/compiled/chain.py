@@ -17,6 +17,10 @@ be planned for what follows. Hence (``backend.RematBackend``):
    floor (the solver's plan of least peak) and compiled as fx-generated code, cheap to make: the
    first step runs it, leaving the most room to the graphs after it.
 2. A graph that ends the step is planned within what its predecessors leave: B - sum after_i.
+   If its floor frees bytes for less recomputation per byte than the graphs before it pay on
+   average (their forward's cost over their vanilla peaks: ``backend._price``), it takes the
+   floor whatever the budget: a loss graph's log-softmax recomputes in a fused kernel for
+   almost nothing, and the room it leaves lets graph 0 recompute less when re-planned (3.).
 3. On its next call, when every graph after it is known, a provisional graph is planned again,
    for good, with the real compiler: within B - (what the graphs before it now hold), and with a
    *tail*: the bytes the graphs after it need while its forward's leftovers are still alive
