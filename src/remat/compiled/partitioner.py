@@ -339,12 +339,8 @@ class Planner:
         from ..solvers import selective
 
         if self._fused:
-            search = selective._search(pg, time.perf_counter() + FUSED_SECONDS, jg.fusible, self._fused_judge(jg, tail))
-            k = min(selective._probes(len(search.moves), search.points), key=search.peak)
-            kept, steps, sim = search.sims[k]
-            plan = Plan(solver="selective", budget=None, feasible=True, schedule=steps,
-                        kept=[v for v in pg.order if v in kept], peak=search.peak(k), recompute_cost=sim.recompute_cost,
-                        stats={"chosen": "selective-fused (floor)", "prefix": k})
+            plan = selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), time_limit=FUSED_SECONDS)
+            plan.stats["chosen"] = "selective-fused (floor)"
             choice = Choice(plan=plan, peak=plan.peak, recompute_cost=plan.recompute_cost, planning_budget=None)
         else:
             choice = self._floor(pg)
@@ -409,7 +405,7 @@ class Planner:
 
         need = smallest_budget(graph, self.solver, self.mode)
         if self._fused and jg is not None:
-            need = min(need, selective._min_budget(graph, jg.fusible, self._fused_judge(jg, 0.0)))
+            need = min(need, selective.lowest(graph, jg.fusible, self._fused_judge(jg, 0.0)).peak)
         if not need < float("inf"):
             return BudgetSplitError(f"remat: graph {graph.name} (after a graph break): {cause}")
         total = held + left

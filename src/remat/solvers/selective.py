@@ -313,11 +313,22 @@ def _search(graph: Graph, deadline: float, fusible: Iterable[str] = (), judge: J
     return _Search(graph, held, moves, deadline, judge, again)
 
 
+def lowest(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None,
+           start: Iterable[str] | None = None, time_limit: float | None = None) -> Plan:
+    """The plan of least (judged) peak among the prefixes the budget search may probe: its floor."""
+    started = time.perf_counter()
+    search = _search(graph, started + (time_limit if time_limit is not None else math.inf), fusible, judge, start)
+    k = min(_probes(len(search.moves), search.points), key=search.peak)
+    kept, steps, sim = search.sims[k]
+    return Plan(solver="selective", budget=None, feasible=True, schedule=steps,
+                kept=[v for v in graph.order if v in kept], peak=search.peak(k), recompute_cost=sim.recompute_cost,
+                solve_seconds=time.perf_counter() - started, stats={"prefix": k, "floor": True})
+
+
 def _min_budget(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None,
                 start: Iterable[str] | None = None, **options) -> float:
     """Least budget ``selective`` meets: every budget at or above it finds a prefix that fits."""
-    search = _search(graph, math.inf, fusible, judge, start)
-    return min(search.peak(k) for k in _probes(len(search.moves), search.points))
+    return lowest(graph, fusible, judge, start).peak
 
 
 @register("selective", min_budget=_min_budget)
