@@ -22,6 +22,7 @@ moved / bandwidth)), ``"profile"`` (seconds measured per distinct op, cached on 
 
 from __future__ import annotations
 
+import functools
 import operator
 import re
 from dataclasses import dataclass, field
@@ -64,7 +65,7 @@ class JointGraph:
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
     cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
 
-    @property
+    @functools.cached_property
     def fusible(self) -> frozenset[str]:
         """Planning ids inductor can make inside a fused kernel (pointwise ops, reductions, casts;
         not matmuls, attention or other extern kernels and fallbacks, not random draws): recomputed

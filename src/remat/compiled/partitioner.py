@@ -221,7 +221,7 @@ class Planner:
             margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
             return max(code.peak * margin, code.after_forward + tail) - target
 
-        fused = self._fused_selective(jg, pg, target, tail, []) if self._fused else None
+        fused = self._fused_selective(jg, pg, target, tail) if self._fused else None
         if fused is not None:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the "
                          "fused walk)")
@@ -300,24 +300,27 @@ class Planner:
             return max(code.peak * (1 + FUSED_MARGIN), code.after_forward + tail)
         return judge
 
-    def _fused_selective(self, jg: JointGraph, pg: Any, target: float, tail: float, seeds: list) -> tuple | None:
+    def _fused_selective(self, jg: JointGraph, pg: Any, target: float, tail: float,
+                         seeds: list | None = None) -> tuple | None:
         """The cheapest plan for inductor's fused code that fits ``target``, as ``_fit``'s best, or
         None: ``selective`` with moves through fusible values and each prefix judged by the fused
-        walk, from the vanilla step and from the kept sets of ``seeds`` (choices; with ``auto``,
-        per-block checkpointing's floor too): the solvers decide in the unfused graph's terms, where a
-        log-softmax recomputed from bf16 logits costs three fp32 buffers; fused, it costs none."""
+        walk, from the vanilla step and (with ``auto``) per-block checkpointing's floor, or only
+        from the kept sets of ``seeds`` (choices) when given: the solvers decide in the unfused
+        graph's terms, where a log-softmax recomputed from bf16 logits costs three fp32 buffers;
+        fused, it costs none."""
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
         from ..solvers import selective
 
         if self.solver not in ("auto", "selective"):
             return None
-        starts: list[tuple[str, Any]] = [("selective-fused", None)]
+        starts: list[tuple[str, Any]] = [("selective-fused", None)] if seeds is None else []
         if self.solver == "auto":
-            blocks = smallest_choice(pg, "blocks", self.mode)
-            seeds = [*seeds, blocks]
+            seeds = [smallest_choice(pg, "blocks", self.mode)] if seeds is None else seeds
             starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+selective-fused",
                         _kept(pg, _executed(pg, c.plan)[0])) for c in seeds if c is not None]
+        if not starts:
+            return None
         judge = self._fused_judge(jg, tail)
         best = None
         for name, start in starts:

@@ -165,12 +165,20 @@ def drop_order(graph: Graph, fusible: Iterable[str] = (),
                start: Iterable[str] | None = None) -> tuple[set[str], list[Move]]:
     """The held values of the vanilla step (or the kept set ``start``, another plan's) and the
     greedy sequence of moves from there (module docstring; ``fusible``: moves for fused code)."""
+    held, moves, _ = _order(graph, fusible, start)
+    return held, moves
+
+
+def _order(graph: Graph, fusible: Iterable[str] = (),
+           start: Iterable[str] | None = None) -> tuple[set[str], list[Move], frozenset[str]]:
+    """``drop_order``, and what the plan it starts from recomputes anyway."""
     fixed = pinned(graph)
     if start is None:
-        held, keep = backward_reads(graph), set(graph.order)
+        held, keep, again = backward_reads(graph), set(graph.order), frozenset()
     else:
         held = set(start) | fixed
-        keep = set(graph.order) - recomputed_by(graph, held)
+        again = frozenset(recomputed_by(graph, held))
+        keep = set(graph.order) - again
     st = _State(graph, keep, set(held), fixed, frozenset(fusible))
     heap: list[tuple[float, float, int, str]] = []
     index = graph.index
@@ -198,7 +206,7 @@ def drop_order(graph: Graph, fusible: Iterable[str] = (),
             push(x)
             for w in graph.succ[x]:
                 push(w)
-    return held, st.moves
+    return held, st.moves, again
 
 
 # ---- the solver -----------------------------------------------------------------------------
@@ -308,8 +316,7 @@ def _probes(n: int, points: int = 24) -> list[int]:
 
 def _search(graph: Graph, deadline: float, fusible: Iterable[str] = (), judge: Judge | None = None,
             start: Iterable[str] | None = None) -> _Search:
-    held, moves = drop_order(graph, fusible, start)
-    again = frozenset(recomputed_by(graph, held)) if start is not None else frozenset()
+    held, moves, again = _order(graph, fusible, start)
     return _Search(graph, held, moves, deadline, judge, again)
 
 
