@@ -60,7 +60,7 @@ def test_what_a_fused_value_reads_lives_until_the_kernel_making_a_buffer_from_it
 
     def f(x, w):
         a = torch.mm(x, w)
-        b = a.sin()              # fused: computed where c is
+        b = a.t().sin()          # fused: computed where c is (transposed: c cannot be written over a)
         e = torch.mm(w, x)
         c = b.cos()              # read by a matmul: a buffer, made from a
         return torch.mm(c[:1], e)
@@ -83,7 +83,7 @@ def test_a_weight_cast_is_counted_in_the_first_kernel_after_the_last_matmul():
     def f(primals_1, tangents_1):
         a = tangents_1 * 2
         m = torch.mm(a, a)
-        b = m * 3                 # inside c's kernel, which reads m
+        b = m.t() * 3             # inside c's kernel, which reads m (transposed: not in place)
         c = b + 1                 # the first kernel after the matmul: a buffer
         w = primals_1 * 5         # reads only a parameter: run with c's kernel
         return torch.mm(c[:1], w)
@@ -93,3 +93,52 @@ def test_a_weight_cast_is_counted_in_the_first_kernel_after_the_last_matmul():
     size = 32 * 32 * 4
     fused, _ = _walk(graph, {}, set(out.all_input_nodes), fused=True)
     assert fused == 3 * size  # m, w and c at once (in the graph's own order: never more than two)
+
+
+def _kernel_over_dead_input(read):
+    """a = x @ w; e = w @ x; b = read(a), a pointwise kernel and a's last reader; a row of b @ e."""
+    def f(x, w):
+        a = torch.mm(x, w)
+        e = torch.mm(w, x)
+        b = read(a)
+        return torch.mm(b[:1], e)
+    return f
+
+
+def test_a_kernel_writes_its_output_over_a_buffer_it_reads_for_the_last_time():
+    """Inductor's in-place reuse (``decide_inplace_update``): a generated kernel's output takes
+    the storage of a same-size, same-dtype buffer it reads at its own index for the last time."""
+    from remat.compiled.codepeak import _walk
+
+    size = 32 * 32 * 4
+
+    def peak(read):
+        graph = _graph(_kernel_over_dead_input(read), (32, 32), (32, 32))
+        out = next(n for n in graph.nodes if n.op == "output")
+        return _walk(graph, {}, set(out.all_input_nodes), fused=True)[0]
+
+    assert peak(lambda a: a.sin()) == 2 * size + 32 * 4          # b over a; then b, e and a row
+    assert peak(lambda a: a.t().sin()) == 3 * size               # read transposed: a new buffer
+    assert peak(lambda a: a.to(torch.int32)) == 3 * size         # another dtype: a new buffer
+    assert peak(lambda a: a.view(16, 64).sin().view(32, 32)) == 2 * size + 32 * 4  # a reshape reads in place
+
+
+def test_only_donated_inputs_are_written_over():
+    """A backward input is written over only when the backward owns it (a saved value, as
+    AOTAutograd donates them); a tangent the caller made is not."""
+    from remat.compiled.codepeak import _walk
+
+    def f(t, w):
+        e = torch.mm(w, w)
+        b = t.sin()
+        return torch.mm(b[:1], e)
+
+    graph = _graph(f, (32, 32), (32, 32))
+    out = next(n for n in graph.nodes if n.op == "output")
+    t = next(n for n in graph.nodes if n.op == "placeholder")
+    size = 32 * 32 * 4
+    held = {(t, 0): size}
+    kept, _ = _walk(graph, held, set(out.all_input_nodes), fused=True)
+    donated, _ = _walk(graph, held, set(out.all_input_nodes), fused=True, donated=frozenset(held))
+    assert kept == 3 * size
+    assert donated == 2 * size + 32 * 4  # b over t; then b, e and a row

@@ -147,16 +147,62 @@ def _fold_primal_kernels(nodes: list[fx.Node], inside: set[fx.Node]) -> list[fx.
     return out
 
 
+_FLAT_VIEWS = ("view", "_unsafe_view", "reshape", "squeeze", "unsqueeze", "alias")
+
+
+def _same_index_view(n: fx.Node) -> bool:
+    """A view that reads its base at the index it is read at (a reshape of a contiguous value, a
+    tuple element): a kernel reading through it may write its output over the base."""
+    target = n.target
+    return target is operator.getitem or (
+        isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in _FLAT_VIEWS)
+
+
+def _contiguous(n: fx.Node) -> torch.dtype | None:
+    """The dtype of ``n``'s single contiguous tensor, else None."""
+    ts = _tensors(n.meta.get("val"))
+    if len(ts) != 1 or not ts[0].is_contiguous():
+        return None
+    return ts[0].dtype
+
+
+def _reads(n: fx.Node, inside: set[fx.Node]) -> dict[fx.Node, bool]:
+    """The buffers (or views of them) the kernel making ``n`` loads, through the fused values it
+    computes inline, each with whether every load of it is at the index the kernel writes (no
+    view that moves elements on the way)."""
+    out: dict[fx.Node, bool] = {}
+    seen: set[fx.Node] = set()
+    stack = list(n.all_input_nodes)
+    while stack:
+        a = stack.pop()
+        if a in seen:
+            continue
+        seen.add(a)
+        base, same = a, True
+        while _is_view(base) and base.all_input_nodes:
+            same = same and _same_index_view(base)
+            base = base.all_input_nodes[0]
+        if base in inside:
+            stack.extend(base.all_input_nodes)
+        else:
+            out[base] = out.get(base, True) and same
+    return out
+
+
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
-          trace: list | None = None, fused: bool = False) -> tuple[float, dict[fx.Node, list]]:
+          trace: list | None = None, fused: bool = False,
+          donated: frozenset = frozenset()) -> tuple[float, dict[fx.Node, list]]:
     """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
 
     A node's output is an alias of an input's storage when their fake storages are the same
     (views, ``getitem``); any other output is a new storage, keyed by the node. Storages are
     freed after the last use of every node referring to them, unless a node in ``keep`` (the
     graph's outputs) refers to them. ``fused``: values inside fused kernels (``fused_values``)
-    take no storage, and what they read lives until the kernel that makes a buffer from them runs.
+    take no storage, and what they read lives until the kernel that makes a buffer from them runs;
+    and a generated kernel writes its output over a buffer it reads for the last time when the two
+    have one dtype and size (``_inplace``, inductor's ``decide_inplace_update``): one made in this
+    graph, or a held one in ``donated`` (saved values the backward owns).
     Returns the peak and each node's storage keys (None: made before the step, or not counted).
     """
     nodes = list(graph.nodes)
@@ -183,6 +229,39 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     refs: dict[object, int] = {}
     cur = float(sum(live.values()))
     peak = cur
+    dtype_of: dict[object, torch.dtype | None] = {}
+    for n in nodes:
+        if n.op == "placeholder":
+            for j in range(len(_storages(n))):
+                dtype_of[(n, j)] = _contiguous(n)
+
+    def releases(i: int, n: fx.Node) -> dict[object, int]:
+        """Storages whose last reader is step ``i`` (the references it drops, by key)."""
+        drop: dict[object, int] = {}
+        for a in due.get(i, []) + ([n] if n not in last else []):
+            if last.get(a, i) != i or a in keep:
+                continue
+            for k in key_of.get(a, []):
+                if k is not None and k in refs:
+                    drop[k] = drop.get(k, 0) + 1
+        return drop
+
+    def inplace(i: int, n: fx.Node, size: int, taken: set) -> object | None:
+        """The storage a generated kernel making ``n`` writes over, if any (see the docstring)."""
+        dtype = _contiguous(n)
+        if dtype is None or not size:
+            return None
+        drop = releases(i, n)
+        for a, same in _reads(n, inside).items():
+            for k in key_of.get(a, []) if same else []:
+                if (k is None or k in taken or k not in live or drop.get(k) != refs.get(k)
+                        or dtype_of.get(k) != dtype or not 0.95 * live[k] <= size <= live[k]):
+                    continue
+                if k in held and k not in donated:
+                    continue
+                return k
+        return None
+
     for i, n in enumerate(nodes):
         if n.op == "output":
             break
@@ -192,15 +271,22 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
             by_ref = {ref: k for a in n.all_input_nodes for k, (ref, _) in zip(key_of.get(a, []), _storages(a))
                       if k is None or k in live}
             keys = []
+            kernel = fused and n.op == "call_function" and n not in inside and not _is_view(n) and not _extern(n)
+            taken: set = set()
             for j, (ref, size) in enumerate(_storages(n)):
+                reuse = inplace(i, n, size, taken) if kernel and ref not in by_ref and ref not in uncounted else None
                 if ref in by_ref:  # a view of an input, or getitem
                     keys.append(by_ref[ref])
                 elif n.op == "get_attr" or ref in uncounted:
                     keys.append(None)  # a constant of the module, or a gradient the step returns
+                elif reuse is not None:  # written over a buffer read for the last time
+                    taken.add(reuse)
+                    keys.append(reuse)
                 else:
                     k = (n, j)
                     size = 0 if n in inside else size
                     live[k] = size
+                    dtype_of[k] = _contiguous(n)
                     cur += size
                     keys.append(k)
             key_of[n] = keys
@@ -250,6 +336,7 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     user = sum(counted[k] for k in by_caller)
     placeholders = list(backward.graph.find_nodes(op="placeholder"))
     held: dict[object, int] = {}
+    donated: set[object] = set()  # saved values only the backward holds: inductor may write over them
     first: dict[object, object] = {}
     aliases: dict[object, object] = {}
     for p, a in zip(placeholders, saved_nodes):
@@ -261,12 +348,14 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
             else:
                 first[k] = (p, j)
                 held[(p, j)] = counted[k]
+                if k not in user_keys:
+                    donated.add((p, j))
     for p in placeholders[len(saved_nodes):]:  # tangents: the loss's gradient, made by the caller
         for j, (_, size) in enumerate(_storages(p)):
             held[(p, j)] = size
     out_b = next(iter(backward.graph.find_nodes(op="output")))
     grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
     returned = frozenset(ref for a in grads for ref, _ in _storages(a))
-    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused)
+    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated))
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
                     backward=bwd_peak + user, after_forward=float(sum(counted.values())))

@@ -34,6 +34,7 @@ CODE_SLACK = 0.005   # what the code's peak may exceed the budget by without a r
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
 FUSED_MARGIN = 0.03  # measured peak of inductor's code over the fused walk: up to 2.6% (ViT bf16, CPU)
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
+FUSED_UNDO = 16       # moves the fused search tries to take back under the budget (a walk each)
 
 
 class BudgetSplitError(InfeasibleError):
@@ -325,7 +326,7 @@ class Planner:
         best = None
         for name, start in starts:
             plan = selective.solve(pg, target, self.mode, time_limit=FUSED_SECONDS / len(starts), fusible=jg.fusible,
-                                   judge=judge, start=start)
+                                   judge=judge, start=start, undo=FUSED_UNDO)
             if plan.feasible and (best is None or plan.recompute_cost < best.recompute_cost):
                 plan.stats["chosen"] = name
                 best = plan
