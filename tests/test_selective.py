@@ -179,3 +179,27 @@ def test_an_order_seeded_with_another_plans_kept_set_starts_there_and_stays_exec
         steps, sim = executed(g, kept)           # a valid schedule (executed asserts its order)
         assert simulate(g, steps).peak == sim.peak
         assert search.at(k).recompute_cost >= search.at(0).recompute_cost  # moves only add recomputation
+
+
+def test_a_seeded_plan_with_room_keeps_again_what_its_seed_recomputes():
+    """Seeded with a plan that recomputes every matmul, at the vanilla peak there is room to keep
+    some again: the plan does (the costliest per byte first) and still fits."""
+    g = mlp_chain()
+    start = {"x"}                                     # recompute the whole chain from its input
+    seeded = executed(g, start)[1]
+    assert seeded.recompute_cost > 0
+    budget = vanilla_peak(g)
+    plan = selective.solve(g, budget, start=start)
+    assert plan.feasible and plan.peak <= budget
+    assert plan.recompute_cost < seeded.recompute_cost and plan.stats["given_back"] > 0
+
+
+@SETTINGS
+@given(g=dags(max_nodes=9), data=st.data())
+def test_giving_back_never_leaves_the_budget(g, data):
+    start = set(data.draw(st.sets(st.sampled_from(g.order))))
+    budget = data.draw(st.floats(0.3, 1.5)) * vanilla_peak(g)
+    plan = selective.solve(g, budget, start=start)
+    if plan.feasible:
+        steps, sim = executed(g, set(plan.kept))
+        assert sim.peak == plan.peak <= budget * (1 + 1e-9)

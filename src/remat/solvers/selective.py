@@ -20,7 +20,8 @@ whatever the budget; the plan at a budget is the shortest prefix of moves whose 
 schedule simulates within it, found with a handful of simulations (gallop, then bisection),
 then the costliest moves of that prefix are undone while the peak still fits. So a larger
 budget never gets a costlier plan than a smaller one along the order, and low budgets are
-reached by dropping matmul outputs too.
+reached by dropping matmul outputs too. An order that starts from another plan's kept set (``start``)
+then keeps again, costliest per byte first, values that plan recomputes while the peak fits.
 
 ``graph.pinned`` (values that must never be recomputed: random ops) are always kept.
 
@@ -373,6 +374,9 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     if budget is not None and k > 0:
         kept, steps, sim, peak, undone = _undo_costliest(graph, kept, moves[:k], float(budget), undo, search)
         stats["undone"] = undone
+    if budget is not None and search.again:
+        kept, steps, sim, peak, given = _give_back(graph, kept, steps, sim, peak, float(budget), undo, search)
+        stats["given_back"] = given
     stats.update(prefix=k, simulations=len(search.sims))
     if search.cut_short:
         stats["cut_short"] = search.cut_short
@@ -422,6 +426,58 @@ def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: fl
             skip.add(i)
             undone += 1
     return kept, steps, sim, peak, undone
+
+
+def _give_back(graph: Graph, kept: set[str], steps: list[Step], sim: Simulation, peak: float, budget: float,
+               tries: int, search: _Search) -> tuple[set[str], list[Step], Simulation, float, int]:
+    """Keep again values the starting plan recomputes while the peak still fits: an order that
+    starts from another plan (per-block checkpointing's floor) may fit with room to spare at
+    prefix 0, where no move is left to undo. The candidates, costliest per byte first, are given
+    back as the longest prefix that fits (a gallop, then bisection: a few simulations however
+    many there are), then one by one for ``tries`` more."""
+    order = [v for v in sorted(recomputed_by(graph, kept),
+                               key=lambda v: (-graph[v].cost / max(graph[v].mem, 1.0), graph.index[v]))
+             if graph[v].cost > 0]
+    tried: dict[int, tuple | None] = {}
+
+    def trial(values: set[str]) -> tuple | None:
+        t_kept = kept | values
+        t_steps, t_sim = executed(graph, t_kept)
+        if t_sim.recompute_cost >= sim.recompute_cost:
+            return None
+        t_peak = search.peak_of(t_kept, t_steps, t_sim)
+        return (t_kept, t_steps, t_sim, t_peak) if within(t_peak, budget) else None
+
+    def fits(m: int) -> bool:
+        if m not in tried:
+            tried[m] = trial(set(order[:m]))
+        return tried[m] is not None
+
+    n = len(order)
+    lo, hi = 0, n + 1  # the longest fitting prefix is in [lo, hi)
+    m = 1
+    while m <= n and not search.out_of_time():
+        if not fits(m):
+            hi = m
+            break
+        lo, m = m, 2 * m
+    if hi == n + 1 and lo < n and not search.out_of_time():
+        lo, hi = (n, hi) if fits(n) else (lo, n)
+    while hi - lo > 1 and not search.out_of_time():
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    given = lo
+    if lo:
+        kept, steps, sim, peak = tried[lo]
+    for v in order[lo:lo + tries]:
+        if search.out_of_time():
+            search.cut_short = search.cut_short or "give-back pass stopped at the time limit"
+            break
+        got = trial({v})
+        if got is not None:
+            kept, steps, sim, peak = got
+            given += 1
+    return kept, steps, sim, peak, given
 
 
 def kept_of(graph: Graph, held: set[str], moves: list[Move], again: Iterable[str] = ()) -> set[str]:
