@@ -464,10 +464,27 @@ def _graph_reports(reps: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
     solvers = [str(g.get("chosen") or g.get("solver")) for g in graphs if g.get("chosen") or g.get("solver")]
     if solvers:
         out["report_solver"] = "+".join(solvers)
-    costs = [g["recompute_fraction"] for g in graphs if isinstance(g.get("recompute_fraction"), (int, float))]
-    if costs:
-        out["report_recompute_fraction"] = float(max(costs))
+    fraction = step_recompute_fraction(graphs)
+    if fraction is not None:
+        out["report_recompute_fraction"] = fraction
     return out
+
+
+def step_recompute_fraction(graphs: list[dict[str, Any]]) -> float | None:
+    """What the step recomputes as a fraction of its whole forward, over the graphs of a graph
+    break: the sum of their recompute costs over the sum of their forward costs (a graph's
+    ``forward_cost``, or recompute_cost / recompute_fraction). None when a graph says neither."""
+    done = total = 0.0
+    for g in graphs:
+        cost, fraction, forward = g.get("recompute_cost"), g.get("recompute_fraction"), g.get("forward_cost")
+        if not isinstance(cost, (int, float)):
+            return None
+        if not isinstance(forward, (int, float)):
+            if not isinstance(fraction, (int, float)) or (fraction <= 0 and cost > 0):
+                return None
+            forward = cost / fraction if fraction > 0 else 0.0
+        done, total = done + cost, total + forward
+    return done / total if total > 0 else (0.0 if graphs else None)
 
 
 # ---- targets ---------------------------------------------------------------------------------

@@ -67,6 +67,16 @@ def test_targets_are_computed_from_the_rows():
     assert got["remat inductor 50%: time <= 1.05x torch.compile b=1"]["pass"] is None  # not measured
 
 
+def test_a_graph_break_step_recomputes_its_graphs_costs_over_their_forwards():
+    bench = bench_scripts.load("bench_compiled")
+    graphs = [{"recompute_cost": 1.0, "recompute_fraction": 0.1, "forward_cost": 10.0},
+              {"recompute_cost": 0.5, "recompute_fraction": 0.5}]          # forward 1, from the fraction
+    assert bench.step_recompute_fraction(graphs) == pytest.approx(1.5 / 11)
+    assert bench.step_recompute_fraction([{"recompute_cost": 0.5, "recompute_fraction": 0.0}]) is None
+    got = bench._graph_reports(graphs)
+    assert got["report_recompute_fraction"] == pytest.approx(1.5 / 11)
+
+
 def test_compiled_backends_never_compare_equal():
     # two budgets over one model must not share Dynamo's cache entries through equal backends
     a, b = heldout.Distinct("aot_eager"), heldout.Distinct("aot_eager")

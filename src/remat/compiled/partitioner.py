@@ -78,7 +78,8 @@ class Planned:
                 "budget": self.budget, "vanilla_predicted_peak": self.vanilla,
                 "predicted_peak": self.peak, "simulated_peak": self.prediction.peak,
                 "recompute_cost": self.prediction.recompute_cost,
-                "recompute_fraction": self.recompute_fraction, "kept_bytes": self.kept_bytes,
+                "recompute_fraction": self.recompute_fraction, "forward_cost": total_cost(self.joint.graph),
+                "kept_bytes": self.kept_bytes,
                 "saved_values": len(self.split.saved), "recomputed_ops": self.split.recomputed,
                 "unplanned_ops": self.split.unplanned, "planning_seconds": self.seconds,
                 "held_before": self.held, "tail": self.tail, "provisional": self.provisional,
@@ -195,6 +196,13 @@ class Planner:
             low = self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None
             if low is not None:
                 choice, steps, prediction, sp, code = low
+            elif inductor and prediction.recompute_cost > 0:
+                own = self._min_cut(jg, gm, joint_inputs, _, target, tail, code, than=prediction.recompute_cost)
+                if own is not None:
+                    notes.append(f"inductor's own partitioner (torch.compile's default) fits and recomputes "
+                                 f"{own[0].recompute_cost:.3g} against {prediction.recompute_cost:.3g}: its partition "
+                                 "is used")
+                    choice, steps, prediction, sp, code = own
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps)) if steps else code.saved
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
@@ -357,11 +365,12 @@ class Planner:
         return got
 
     def _min_cut(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict, target: float,
-                 tail: float, code: CodePeak) -> tuple | None:
+                 tail: float, code: CodePeak, than: float | None = None) -> tuple | None:
         """Inductor's own partition (``min_cut_rematerialization_partition``, torch.compile at
         budget 1.0: it recomputes what fuses for free, batch norm and ReLU outputs from a
         convolution's) when it fits ``target`` and peaks no higher than ``code``, saving everything
-        (it then saves less, and inductor runs its recomputations inside fused kernels): as a
+        (it then saves less, and inductor runs its recomputations inside fused kernels), or, given
+        ``than`` (the recompute cost of remat's own plan within ``target``), recomputes less: as a
         choice, schedule (none: not a remat schedule), prediction, split and code peak."""
         from torch._functorch.partitioners import min_cut_rematerialization_partition
 
@@ -375,11 +384,13 @@ class Planner:
         except Exception:  # noqa: BLE001 -- remat's own partition stands
             return None
         theirs = code_peak(fw, bw, jg.num_fwd_outputs, fused=self._fused)
-        if max(theirs.peak, theirs.after_forward + tail) > target or theirs.peak > code.peak:
+        if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
             return None
         id_of = {n.name: v for v, n in jg.node_of.items()}
         again = [id_of[n.name] for n in bw.graph.nodes if n.op == "call_function" and n.name in id_of]
         cost = sum(jg.graph[v].cost for v in again)
+        if (theirs.peak > code.peak) if than is None else (cost >= than):
+            return None
         plan = Plan(solver="inductor-min-cut", budget=target, feasible=True, peak=theirs.peak, recompute_cost=cost,
                     stats={"chosen": "inductor-min-cut", "saving_everything": {
                         "peak": code.peak, "after_forward": code.after_forward}})
