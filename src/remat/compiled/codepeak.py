@@ -231,8 +231,8 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     refs: dict[object, int] = {}
     cur = float(sum(live.values()))
     peak = cur
-    dtype_of: dict[object, torch.dtype | None] = {}
-    for n in nodes:
+    dtype_of: dict[object, torch.dtype | None] = {}  # (fused) the dtype of each live storage, for ``inplace``
+    for n in nodes if fused else ():
         if n.op == "placeholder":
             for j in range(len(_storages(n))):
                 dtype_of[(n, j)] = _contiguous(n)
@@ -288,7 +288,8 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     k = (n, j)
                     size = 0 if n in inside else size
                     live[k] = size
-                    dtype_of[k] = _contiguous(n)
+                    if fused:
+                        dtype_of[k] = _contiguous(n)
                     cur += size
                     keys.append(k)
             key_of[n] = keys

@@ -417,15 +417,23 @@ def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: fl
             continue
         trial = kept_of(graph, search.held, [m for j, m in enumerate(prefix) if j != i and j not in skip],
                         search.again)
-        t_steps, t_sim = executed(graph, trial)
-        if t_sim.recompute_cost >= sim.recompute_cost:
-            continue
-        t_peak = search.peak_of(trial, t_steps, t_sim)
-        if within(t_peak, budget):
-            kept, steps, sim, peak = trial, t_steps, t_sim, t_peak
+        got = _cheaper_fit(graph, search, trial, sim.recompute_cost, budget)
+        if got is not None:
+            kept, steps, sim, peak = got
             skip.add(i)
             undone += 1
     return kept, steps, sim, peak, undone
+
+
+def _cheaper_fit(graph: Graph, search: _Search, trial: set[str], recompute: float,
+                 budget: float) -> tuple[set[str], list[Step], Simulation, float] | None:
+    """Kept set ``trial`` with its executed schedule, simulation and (judged) peak, when it
+    recomputes less than ``recompute`` and fits ``budget``; else None."""
+    t_steps, t_sim = executed(graph, trial)
+    if t_sim.recompute_cost >= recompute:
+        return None
+    t_peak = search.peak_of(trial, t_steps, t_sim)
+    return (trial, t_steps, t_sim, t_peak) if within(t_peak, budget) else None
 
 
 def _give_back(graph: Graph, kept: set[str], steps: list[Step], sim: Simulation, peak: float, budget: float,
@@ -441,12 +449,7 @@ def _give_back(graph: Graph, kept: set[str], steps: list[Step], sim: Simulation,
     tried: dict[int, tuple | None] = {}
 
     def trial(values: set[str]) -> tuple | None:
-        t_kept = kept | values
-        t_steps, t_sim = executed(graph, t_kept)
-        if t_sim.recompute_cost >= sim.recompute_cost:
-            return None
-        t_peak = search.peak_of(t_kept, t_steps, t_sim)
-        return (t_kept, t_steps, t_sim, t_peak) if within(t_peak, budget) else None
+        return _cheaper_fit(graph, search, kept | values, sim.recompute_cost, budget)
 
     def fits(m: int) -> bool:
         if m not in tried:
