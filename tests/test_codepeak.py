@@ -142,3 +142,61 @@ def test_only_donated_inputs_are_written_over():
     donated, _ = _walk(graph, held, set(out.all_input_nodes), fused=True, donated=frozenset(held))
     assert kept == 3 * size
     assert donated == 2 * size + 32 * 4  # b over t; then b, e and a row
+
+
+def test_a_reduction_inductor_realizes_gets_a_buffer():
+    """Inductor realizes a reduction over at least ``UNROLL_REDUCTIONS`` elements per output
+    (``make_reduction``): batch norm's statistics are buffers, so what they read is not kept for
+    the running statistics' update at the end of the forward. A smaller one is unrolled inline."""
+    from remat.compiled.codepeak import UNROLL_REDUCTIONS
+
+    def f(x):
+        return x * x.sum(1, keepdim=True)
+
+    big = {n.name for n in fused_values(_graph(f, (4, UNROLL_REDUCTIONS)))}
+    small = {n.name for n in fused_values(_graph(f, (4, UNROLL_REDUCTIONS - 1)))}
+    assert "sum_1" not in big and "sum_1" in small
+
+
+def _conv_graph():
+    def f(x, w3, w1):  # a forward saving its convolution's inputs for the backward
+        return torch.conv2d(torch.conv2d(x, w3, padding=1), w1), x, w3
+    return make_fx(f, tracing_mode="fake")(torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3), torch.randn(4, 4, 1, 1))
+
+
+def test_inputs_a_convolution_reads_are_copied_channels_last():
+    """With inductor's layout optimization (any convolution, on the CPU) a 4-D input upstream of a
+    convolution is copied to channels-last when the graph starts; a 1x1 weight already is."""
+    from remat.compiled.codepeak import _walk, channels_last_copies
+
+    gm = _conv_graph()
+    copied = channels_last_copies(gm)
+    assert {n.name for n in copied} == {"x_1", "w3_1"}
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    plain, _ = _walk(gm.graph, {}, set(out.all_input_nodes), fused=True)
+    walked, _ = _walk(gm.graph, {}, set(out.all_input_nodes), fused=True, copied=frozenset(copied))
+    assert walked - plain == (2 * 4 * 8 * 8 + 4 * 4 * 3 * 3) * 4  # both copies, saved: new memory
+
+
+def test_a_convolution_workspace_is_what_it_allocates_beyond_its_outputs(tmp_path, monkeypatch):
+    """Measured once per signature on real tensors and cached on disk; other ops have none."""
+    from remat.compiled import workspace as ws
+
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ws, "_memo", {})
+    monkeypatch.setattr(ws, "_caches", {})
+    gm = _conv_graph()
+    conv = next(n for n in gm.graph.nodes if "convolution" in str(n.target))
+    with torch.no_grad():
+        args = [torch.rand(2, 4, 8, 8), torch.rand(4, 4, 3, 3)]
+        peak, out = ws._cpu_peak(lambda: torch.ops.aten.convolution.default(*args, None, [1, 1], [1, 1], [1, 1],
+                                                                             False, [0, 0], 1))
+    expected = peak - out.untyped_storage().nbytes()
+    assert ws.workspace(conv) == expected
+    assert list(tmp_path.glob("workspace-*.json"))  # cached on disk
+    monkeypatch.setattr(ws, "_memo", {})
+    monkeypatch.setattr(ws, "_caches", {})
+    monkeypatch.setattr(ws, "_measure", lambda *a: 1 / 0)  # a second build reads the cache
+    assert ws.workspace(conv) == expected
+    relu = _graph(lambda x: x.relu(), (4,))
+    assert ws.workspace(next(n for n in relu.nodes if n.op == "call_function")) == 0.0

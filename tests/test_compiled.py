@@ -429,3 +429,31 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     for p, q in zip(model.parameters(), ref.parameters()):  # as close as torch.compile's bf16 kernels
         torch.testing.assert_close(p.grad, q.grad, rtol=0.05, atol=0.05 * q.grad.abs().max().item())
     torch._dynamo.reset()
+
+
+def test_fused_walk_for_convolutions_only_on_a_stem():
+    """The fused walk plans graphs whose convolutions read only graph inputs (a ViT's patch
+    embedding); a convolutional network keeps the op-by-op walk."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from remat.compiled.partitioner import stem_convolutions_only
+
+    def stem(x, w):
+        return torch.conv2d(x.to(torch.bfloat16), w.to(torch.bfloat16)).relu()
+
+    def network(x, w):
+        return torch.conv2d(torch.conv2d(x, w).relu(), w)
+
+    args = (torch.randn(1, 2, 6, 6), torch.randn(2, 2, 1, 1))
+    assert stem_convolutions_only(make_fx(stem, tracing_mode="fake")(*args))
+    assert not stem_convolutions_only(make_fx(network, tracing_mode="fake")(*args))
+
+
+def test_inductor_fuses_kernels_horizontally_only_with_neighbours():
+    from types import SimpleNamespace
+
+    from remat.compiled.fusion import HORIZONTAL_DISTANCE, _choices
+
+    a = SimpleNamespace(min_order=0, max_order=0)
+    far = SimpleNamespace(min_order=HORIZONTAL_DISTANCE + 1, max_order=HORIZONTAL_DISTANCE + 1)
+    assert _choices().can_fuse_horizontal(None, a, far, 100) is False

@@ -32,6 +32,8 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .workspace import has_workspace, workspace
+
 
 SCALAR_BYTES = 16  # an output this small (a loss) is taken as held by the caller through the backward
 
@@ -83,6 +85,25 @@ def _is_view(n: fx.Node) -> bool:
     return target is operator.getitem or (isinstance(target, torch._ops.OpOverload) and bool(target.is_view))
 
 
+REDUCTIONS = ("sum", "mean", "var_mean", "var", "std", "std_mean", "amax", "amin", "max", "min", "argmax",
+              "argmin", "prod", "any", "all", "logsumexp")
+UNROLL_REDUCTIONS = 8  # inductor's ``unroll_reductions_threshold``: a smaller reduction is inlined
+
+
+def _reduction(n: fx.Node) -> bool:
+    """A reduction inductor realizes as a buffer of its own (``make_reduction``): one over at least
+    ``UNROLL_REDUCTIONS`` elements per output (batch norm's statistics, read again by the running
+    statistics' update at the end of the forward)."""
+    target = n.target
+    if not isinstance(target, torch._ops.OpOverload) or target.overloadpacket.__name__ not in REDUCTIONS:
+        return False
+    outs = _tensors(n.meta.get("val"))
+    ins = [t for a in n.all_input_nodes for t in _tensors(a.meta.get("val"))]
+    if not outs or not ins:
+        return False
+    return ins[0].numel() >= UNROLL_REDUCTIONS * max(outs[0].numel(), 1)
+
+
 REALIZE_READS = 4    # inductor's ``realize_reads_threshold``: a value read again by several kernels
 REALIZE_OPS = 30     # and its ``realize_opcount_threshold``: ... or long to recompute, gets a buffer
 
@@ -93,7 +114,7 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
     As inductor's lowering decides (``StorageBox.mark_reuse``), a value gets a buffer when it is
     an output, an extern kernel makes or reads it, or several ops read it and the fused code that
     makes it loads more than ``REALIZE_READS`` buffers or runs more than ``REALIZE_OPS`` ops (else
-    each reader recomputes it inline). Views and tuple elements pass their readers on to their
+    each reader recomputes it inline), or it is a reduction (``_reduction``). Views and tuple elements pass their readers on to their
     base and read what their base reads."""
     nodes = list(graph.nodes)
     out = next(n for n in nodes if n.op == "output")
@@ -119,7 +140,7 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
         loads[n] = frozenset().union(*(frozenset([a]) if buffer.get(a, True) else loads[a] for a in ins))
         ops[n] = 1 + sum(0 if buffer.get(a, True) else ops[a] for a in ins)
         mine = readers[n]
-        buffer[n] = (_extern(n) or out in mine or any(_extern(u) for u in mine)
+        buffer[n] = (_extern(n) or _reduction(n) or out in mine or any(_extern(u) for u in mine)
                      or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS)))
         if buffer[n]:
             loads[n], ops[n] = frozenset([n]), 0
@@ -191,10 +212,50 @@ def _reads(n: fx.Node, inside: set[fx.Node]) -> dict[fx.Node, bool]:
     return out
 
 
+def layout_optimized(gm: fx.GraphModule) -> bool:
+    """Whether inductor runs this forward's convolutions channels-last
+    (``GraphLowering.decide_layout_opt``: any convolution on the CPU; on a GPU, graphs with enough
+    of them); its backward reads the forward's layouts."""
+    from torch._inductor.graph import GraphLowering
+
+    try:
+        return bool(GraphLowering.decide_layout_opt(gm, is_inference=False))
+    except Exception:  # noqa: BLE001 - inductor internals moved: taken as off
+        return False
+
+
+def channels_last_copies(gm: fx.GraphModule) -> set[fx.Node]:
+    """The inputs inductor copies to channels-last before its graph runs: with its layout
+    optimization on (any convolution on the CPU; on a GPU, graphs with enough of them), every 4-D
+    dense input upstream of a convolution that is not channels-last already. The copy is what the
+    graph reads and what it returns when it saves the input (a conv weight, the images): new
+    memory. Inductor's own rules (``GraphLowering.decide_layout_opt``,
+    ``find_nodes_prefer_channels_last``), read on the graph as handed to it."""
+    from types import SimpleNamespace
+
+    from torch._inductor.graph import GraphLowering
+
+    if not layout_optimized(gm):
+        return set()
+    try:
+        prefer = GraphLowering.find_nodes_prefer_channels_last(SimpleNamespace(module=gm))
+    except Exception:  # noqa: BLE001 - inductor internals moved: no copies modelled
+        return set()
+    out = set()
+    for n in gm.graph.find_nodes(op="placeholder"):
+        val = n.meta.get("val")
+        if (n in prefer and isinstance(val, torch.Tensor) and val.dim() == 4
+                and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
+                and not val.is_contiguous(memory_format=torch.channels_last)):
+            out.add(n)
+    return out
+
+
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
           trace: list | None = None, fused: bool = False,
-          donated: frozenset = frozenset()) -> tuple[float, dict[fx.Node, list]]:
+          donated: frozenset = frozenset(), copied: frozenset = frozenset(),
+          channels_last: bool = False) -> tuple[float, dict[fx.Node, list]]:
     """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
 
     A node's output is an alias of an input's storage when their fake storages are the same
@@ -204,7 +265,10 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     take no storage, and what they read lives until the kernel that makes a buffer from them runs;
     and a generated kernel writes its output over a buffer it reads for the last time when the two
     have one dtype and size (inductor's ``decide_inplace_update``): one made in this
-    graph, or a held one in ``donated`` (saved values the backward owns).
+    graph, or a held one in ``donated`` (saved values the backward owns). ``copied``: placeholders
+    the graph copies when it starts (``channels_last_copies``), new storages read in their place.
+    ``fused``: a convolution's own temporaries count while it runs (``workspace``;
+    ``channels_last``: its operands arrive channels-last).
     Returns the peak and each node's storage keys (None: made before the step, or not counted).
     """
     nodes = list(graph.nodes)
@@ -267,7 +331,15 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     for i, n in enumerate(nodes):
         if n.op == "output":
             break
-        if n.op == "placeholder":  # held: handed in by the forward; else made before the step (None)
+        if n.op == "placeholder" and n in copied:  # a copy made as the graph starts
+            key_of[n] = []
+            for j, (_, size) in enumerate(_storages(n)):
+                live[(n, j)] = size
+                dtype_of[(n, j)] = None
+                cur += size
+                key_of[n].append((n, j))
+            peak = max(peak, cur)
+        elif n.op == "placeholder":  # held: handed in by the forward; else made before the step (None)
             key_of[n] = [aliases.get((n, j), (n, j) if (n, j) in held else None) for j in range(len(_storages(n)))]
         elif n.op in ("call_function", "call_method", "call_module", "get_attr"):
             by_ref = {ref: k for a in n.all_input_nodes for k, (ref, _) in zip(key_of.get(a, []), _storages(a))
@@ -293,7 +365,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     cur += size
                     keys.append(k)
             key_of[n] = keys
-            peak = max(peak, cur)
+            peak = max(peak, cur + (workspace(n, channels_last) if fused and has_workspace(n) else 0.0))
             if trace is not None:
                 trace.append((n.name, cur))
         for k in key_of.get(n, []):
@@ -319,7 +391,10 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     inductor runs them)."""
     out_f = next(iter(forward.graph.find_nodes(op="output")))
     f_outs = [a for a in out_f.args[0] if isinstance(a, fx.Node)]
-    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs), fused=fused)
+    channels_last = fused and layout_optimized(forward)
+    copied = frozenset(channels_last_copies(forward)) if channels_last else frozenset()
+    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs), fused=fused, copied=copied,
+                               channels_last=channels_last)
     # the backward receives the saved values (its first placeholders); everything else the
     # forward made is gone but what the caller holds. Saved views of parameters or inputs are no
     # new memory.
@@ -359,6 +434,7 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     out_b = next(iter(backward.graph.find_nodes(op="output")))
     grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
     returned = frozenset(ref for a in grads for ref, _ in _storages(a))
-    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated))
+    bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated),
+                        channels_last=channels_last)
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
                     backward=bwd_peak + user, after_forward=float(sum(counted.values())))

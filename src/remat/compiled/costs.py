@@ -214,10 +214,11 @@ def _cpu_model() -> str:
 
 
 class Cache:
-    """Op timings (seconds by key) of one device and torch version, in one JSON file."""
+    """Op timings (seconds by key) of one device and torch version, in one JSON file (``kind``:
+    what the numbers are; ``workspace`` keeps bytes in a file of its own)."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.path = cache_dir() / f"costs-{device_name(device)}-torch{torch.__version__}.json"
+    def __init__(self, device: torch.device, kind: str = "costs") -> None:
+        self.path = cache_dir() / f"{kind}-{device_name(device)}-torch{torch.__version__}.json"
         self.data: dict[str, Any] = {"ops": {}}
         self.dirty = False
         try:
