@@ -457,3 +457,38 @@ def test_inductor_fuses_kernels_horizontally_only_with_neighbours():
     a = SimpleNamespace(min_order=0, max_order=0)
     far = SimpleNamespace(min_order=HORIZONTAL_DISTANCE + 1, max_order=HORIZONTAL_DISTANCE + 1)
     assert _choices().can_fuse_horizontal(None, a, far, 100) is False
+
+
+@pytest.mark.xfail(strict=True, reason="known gap: at the first attention backward this ViT holds ~70 KiB "
+                   "(3.9% of the budget) that the inductor wrapper's frame does not; cause not found yet")
+def test_backend_inductor_plans_a_vit_with_the_fused_walk_within_its_budget():
+    """An HF ViT (its patch embedding a convolution that reads the images) plans for inductor's
+    fused code: the walk counts the channels-last copies of the images and the patch weights and
+    the convolution's workspace, and the measured peak is the predicted one, within the budget.
+    (The benchmark's CPU ViT measures the prediction to 4 KiB in 7 of 8 rows; this smaller one
+    measures 790 KB against 719 KB predicted at 80% of vanilla.)"""
+    transformers = pytest.importorskip("transformers")
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    cfg = transformers.ViTConfig(image_size=32, patch_size=8, num_channels=3, hidden_size=64, num_hidden_layers=2,
+                                 num_attention_heads=4, intermediate_size=128, num_labels=10)
+    model = transformers.ViTForImageClassification(cfg).train()
+    inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
+
+    class Step(nn.Module):
+        def __init__(self, net: nn.Module) -> None:
+            super().__init__()
+            self.net = net
+
+        def forward(self, **kw):
+            return self.net(**kw).loss
+
+    budget = 0.8 * measure(Step(copy.deepcopy(model)), inputs, method="profiler").peak
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    peak = measure(Step(torch.compile(model, backend=be)), inputs, method="profiler").peak
+    (rep,) = be.report
+    assert "fused" in rep["chosen"]
+    assert peak <= budget * 1.01
+    assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
+    torch._dynamo.reset()
