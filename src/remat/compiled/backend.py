@@ -24,7 +24,7 @@ from ..budget import is_relative
 from ..errors import InputError
 from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
 from .costs import DEFAULT_COST
-from .fusion import HORIZONTAL_DISTANCE, inner_compile
+from .fusion import cache_key, config_patches, inner_compile
 from .jointgraph import total_cost
 from .partitioner import Planner
 
@@ -101,14 +101,11 @@ class RematBackend:
             from torch._inductor.compile_fx import compile_fx
 
             key = ":".join(f"{k}={v}" for k, v in sorted(plan.items()))
-            # inductor keeps the order the plan was judged in (``codepeak``): its own peak-memory
-            # reordering picks, by its own estimate, orders that run a recomputed weight cast first
-            # (the backward is compiled later, so the patch goes with it: ``config_patches``)
-            # and fuses kernels horizontally only with their neighbours (``fusion``)
-            key += f":horizontal={HORIZONTAL_DISTANCE}"
+            # inductor runs the order and holds the memory the plan was judged by (``fusion``; the
+            # backward is compiled later, so the settings go with each compile)
+            key += f":{cache_key()}"
             with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
-                fn = compile_fx(gm, inputs, inner_compile=inner_compile(),
-                                config_patches={"reorder_for_peak_memory": False})
+                fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
         if len(self.planner.planned) > made:  # a training graph was partitioned (not inference)
             slot.planned = self.planner.planned[-1]
             code = slot.planned.code
