@@ -114,8 +114,8 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
     As inductor's lowering decides (``StorageBox.mark_reuse``), a value gets a buffer when it is
     an output, an extern kernel makes or reads it, or several ops read it and the fused code that
     makes it loads more than ``REALIZE_READS`` buffers or runs more than ``REALIZE_OPS`` ops (else
-    each reader recomputes it inline), or it is a reduction (``_reduction``). Views and tuple elements pass their readers on to their
-    base and read what their base reads."""
+    each reader recomputes it inline), or it is a reduction (``_reduction``). Views and tuple
+    elements pass their readers on to their base and read what their base reads."""
     nodes = list(graph.nodes)
     out = next(n for n in nodes if n.op == "output")
     readers: dict[fx.Node, list[fx.Node]] = {}  # non-view readers, through views
