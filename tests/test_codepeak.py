@@ -4,7 +4,7 @@ live inside fused kernels, on a hand-sized graph."""
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
-from remat.compiled.codepeak import REALIZE_READS, fused_values
+from remat.compiled.codepeak import REALIZE_READS, _storages, fused_values
 
 
 def _graph(f, *shapes):
@@ -200,3 +200,84 @@ def test_a_convolution_workspace_is_what_it_allocates_beyond_its_outputs(tmp_pat
     assert ws.workspace(conv) == expected
     relu = _graph(lambda x: x.relu(), (4,))
     assert ws.workspace(next(n for n in relu.nodes if n.op == "call_function")) == 0.0
+
+
+def test_a_bf16_matmul_workspace_is_measured_and_an_fp32_one_has_none(tmp_path, monkeypatch):
+    """On the CPU a bf16 matmul reorders its operands into scratch memory (oneDNN); the walk
+    counts it while the matmul runs, as for a convolution."""
+    from remat.compiled import workspace as ws
+
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(ws, "_memo", {})
+    monkeypatch.setattr(ws, "_caches", {})
+    for dtype in (torch.bfloat16, torch.float32):
+        graph = make_fx(torch.mm, tracing_mode="fake")(torch.randn(128, 64, dtype=dtype),
+                                                       torch.randn(64, 256, dtype=dtype)).graph
+        mm = next(n for n in graph.nodes if n.op == "call_function")
+        assert ws.has_workspace(mm)
+        a, b = torch.rand(128, 64, dtype=dtype), torch.rand(64, 256, dtype=dtype)
+        torch.mm(a, b)  # warm, as ``_measure`` does
+        peak, out = ws._cpu_peak(lambda: torch.mm(a, b))
+        assert ws.workspace(mm) == max(peak - out.untyped_storage().nbytes(), 0)
+
+
+def test_a_scatter_computes_its_zeros_in_its_own_buffer():
+    """A max-pool gradient's ``scatter_add(zeros, ...)``: inductor clones ``self`` into the
+    scatter's output, so zeros computed inline take no buffer of their own."""
+    from remat.compiled.codepeak import _walk
+
+    def f(src, idx):
+        zeros = torch.full((64, 256), 0.0)  # as decomposed graphs have it
+        return torch.scatter_add(zeros, 1, idx, src).sin()
+
+    graph = make_fx(f, tracing_mode="fake")(torch.randn(64, 64), torch.randint(0, 256, (64, 64))).graph
+    assert "full" in {n.name for n in fused_values(graph)}
+    out = next(n for n in graph.nodes if n.op == "output")
+    fused, _ = _walk(graph, {}, set(out.all_input_nodes), fused=True)
+    plain, _ = _walk(graph, {}, set(out.all_input_nodes))
+    assert fused == 64 * 256 * 4       # the scatter's buffer (sin is then written over it)
+    assert plain == 2 * 64 * 256 * 4   # zeros and the scatter's output
+
+
+def test_an_unpacked_tuple_does_not_keep_an_element_alive(monkeypatch):
+    """A convolution's backward returns its input's and its weight's gradients: once both are
+    unpacked, the input's is freed after its own last reader, though the weight's is returned."""
+    from remat.compiled import codepeak
+    from remat.compiled.codepeak import _walk
+
+    monkeypatch.setattr(codepeak, "workspace", lambda *a: 0.0)  # this test is about the values
+
+    def f(g, x, w, y):
+        gx, gw, _ = torch.ops.aten.convolution_backward.default(g, x, w, [0], [1, 1], [1, 1], [1, 1], False,
+                                                                 [0, 0], 1, [True, True, False])
+        total = gx.sum()
+        big = torch.mm(y, y)   # after gx's last reader
+        return total, gw, big
+
+    shapes = [(2, 4, 8, 8), (2, 4, 8, 8), (4, 4, 3, 3), (64, 64)]
+    graph = make_fx(f, tracing_mode="fake")(*(torch.randn(s) for s in shapes)).graph
+    out = next(n for n in graph.nodes if n.op == "output")
+    grads = [n for n in out.all_input_nodes if n.name.startswith("getitem")]
+    fused, _ = _walk(graph, {}, set(out.all_input_nodes), frozenset(r for n in grads for r, _ in _storages(n)),
+                     fused=True)
+    gx = 2 * 4 * 8 * 8 * 4
+    assert fused == max(gx + 4, 4 + 64 * 64 * 4)   # gx is gone when the matmul's output is made
+
+
+def test_a_channels_last_weight_gradient_is_a_temporary_until_the_backward_ends():
+    """Under the layout optimization inductor returns a 3x3 weight's gradient channels-last; autograd
+    copies it into ``.grad``, so the returned one counts. A 1x1 weight's strides match: not counted."""
+    from remat.compiled.codepeak import _restrided
+
+    def f(g, x, w3, w1):
+        a = torch.ops.aten.convolution_backward.default(g, x, w3, [0], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                                        [False, True, False])[1]
+        b = torch.ops.aten.convolution_backward.default(g, x, w1, [0], [1, 1], [0, 0], [1, 1], False, [0, 0], 1,
+                                                        [False, True, False])[1]
+        return a, b
+
+    shapes = [(2, 4, 8, 8), (2, 4, 8, 8), (4, 4, 3, 3), (4, 4, 1, 1)]
+    graph = make_fx(f, tracing_mode="fake")(*(torch.randn(s) for s in shapes)).graph
+    out = next(n for n in graph.nodes if n.op == "output")
+    w3_grad, w1_grad = out.args[0]
+    assert _restrided(w3_grad) and not _restrided(w1_grad)

@@ -86,7 +86,7 @@ def test_recompute_cost_is_monotone_in_the_budget():
 @given(g=dags(max_nodes=9), frac=st.floats(0.2, 1.2))
 def test_peak_and_feasible_are_the_executed_schedules(g, frac):
     budget = round(frac * vanilla_peak(g))
-    plan = remat.solve(g, budget, solver="selective", mode="memory")  # mode is accepted, unused
+    plan = remat.solve(g, budget, solver="selective", mode="memory")
     steps, sim = executed(g, plan.kept)
     assert plan.schedule == steps
     assert plan.peak == sim.peak == simulate(g, plan).peak
@@ -203,3 +203,38 @@ def test_giving_back_never_leaves_the_budget(g, data):
     if plan.feasible:
         steps, sim = executed(g, set(plan.kept))
         assert sim.peak == plan.peak <= budget * (1 + 1e-9)
+
+
+def wide_chain() -> remat.Graph:
+    """x -> [mm_i (4 bytes, cost 100) -> act_i (1 byte, cost 2)] * 3 -> loss."""
+    g = remat.Graph(name="wide-chain")
+    g.add_node("x", 1, 1, op="embedding")
+    prev = "x"
+    for i in (1, 2, 3):
+        g.add_node(f"mm{i}", 4, 100, [prev], op="mm")
+        g.add_node(f"act{i}", 1, 2, [f"mm{i}"], op="silu")
+        prev = f"act{i}"
+    g.add_node("loss", 1, 1, [prev], op="sum")
+    return g
+
+
+def test_memory_order_drops_the_largest_values_first():
+    g = wide_chain()
+    _, by_ratio = drop_order(g)
+    _, by_bytes = drop_order(g, mode="memory")
+    assert [m.nodes for m in by_ratio[:2]] == [("x",), ("loss",)]
+    assert [m.nodes for m in by_bytes[:3]] == [("mm1",), ("mm2",), ("mm3",)]
+    assert {m.nodes for m in by_ratio} == {m.nodes for m in by_bytes}
+
+
+def test_time_order_falls_back_on_the_memory_order_below_its_floor():
+    """The time order's prefixes bottom out at 15 (every pointwise value dropped first, then the
+    matmul outputs, which need their inputs held); bytes first reach 12."""
+    g = wide_chain()
+    memory = remat.solve(g, 12, solver="selective", mode="memory")
+    assert memory.feasible and memory.peak == 12 and memory.kept == ["act1", "act2", "mm3", "act3", "loss"]
+    plan = remat.solve(g, 12, solver="selective")  # mode "time": no prefix of its own order fits
+    assert plan.feasible and plan.kept == memory.kept and plan.stats["order"] == "memory"
+    above = remat.solve(g, 16, solver="selective")
+    assert above.stats["order"] == "time" and above.recompute_cost == 102
+    assert remat.min_budget(g, solver="selective") == remat.min_budget(g, solver="selective", mode="memory") == 12

@@ -35,23 +35,6 @@ LOOSEN = 0.02        # room under the budget (fraction) worth planning again for
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.7% since ``fusion``; GPU unmeasured)
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
 FUSED_UNDO = 16       # moves the fused search tries to take back under the budget (a walk each)
-FUSED_CONVOLUTIONS = False  # walk every graph with convolutions fused (off: only where each reads inputs)
-
-
-def stem_convolutions_only(gm: fx.GraphModule) -> bool:
-    """Whether every convolution of a joint graph reads only the graph's inputs (a ViT's patch
-    embedding, through autocast's casts): the graphs the fused walk is measured exact on with
-    convolutions (ViT fp32 and bf16 to 0.004 MiB, ``codepeak``). In a convolutional network the
-    walk is not yet exact (ResNet, CPU: batch norm's backward and max-pool's scatter counted too
-    high, up to 1.4 MiB of 4), and the op-by-op walk plans it."""
-    for n in gm.graph.nodes:
-        if n.op == "call_function" and "convolution" in str(n.target) and "backward" not in str(n.target):
-            for a in n.all_input_nodes:
-                while a.op == "call_function" and any(c in str(a.target) for c in ("convert_element_type", "_to_copy")):
-                    a = a.all_input_nodes[0]
-                if a.op != "placeholder":
-                    return False
-    return True
 
 
 class BudgetSplitError(InfeasibleError):
@@ -159,8 +142,6 @@ class Planner:
                    device=self.device)
         graph = jg.graph
         graph.pinned = jg.pinned  # always kept: generator states (draws are replayed), unreplayable draws
-        if self._fused and not FUSED_CONVOLUTIONS and not stem_convolutions_only(gm):
-            self._fused = False  # measured: a ResNet's inductor code holds up to 34% more than the fused walk says
         vanilla = vanilla_peak(graph)
         notes: list[str] = []
         if self.plan is not None and not self.planned:
@@ -188,6 +169,7 @@ class Planner:
             notes.append(f"the graphs after this one need {tail:.0f} bytes while its forward's leftovers live")
         whole = relative and parse_budget(self.budget, 1.0) >= 1.0 and self.planning_budget is None  # "100%"
         plain = vanilla if pg is graph else vanilla_peak(pg)  # the plain step's peak, tail included
+        choice = None
         if floor:
             choice = self._floor(graph)
             notes.append("provisional: planned at its floor until the graphs after this graph break are known")
@@ -198,8 +180,12 @@ class Planner:
             choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
             notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
-            low = self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None
-            if low is not None:
+            if not whole and max(code.peak, code.after_forward + tail) > target * (1 + CODE_SLACK):
+                # the generated code holds more than the planning graph (inductor's channels-last
+                # copies of convolution inputs): plan as for any budget below the peak
+                notes.append("saving everything peaks over the budget in the generated code: planned within it")
+                choice = None
+            elif (low := self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None) is not None:
                 choice, steps, prediction, sp, code = low
             elif inductor:  # (after every split: inductor's partitioner edits the joint graph)
                 own = self._min_cut(jg, gm, joint_inputs, _, target, tail, code)
@@ -207,7 +193,7 @@ class Planner:
                     choice, steps, prediction, sp, code = own
                     notes.append("inductor's own partitioner (torch.compile's default) fits, at a peak no higher "
                                  "than saving everything: its partition is used")
-        else:
+        if not floor and choice is None:
             choice, steps, prediction, sp, code = self._fit(jg, pg, target, tail, base, relative, vanilla,
                                                             notes, held, before)
             low = self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None
@@ -267,7 +253,7 @@ class Planner:
                 notes.append("below the planning graph's floor, but inductor's fused code at that floor fits: "
                              "planned at the floor")
             elif not held:
-                raise
+                raise self._fused_too_small(jg, pg, target, base, tail, e) if self._fused else e
             else:
                 raise self._split_error(jg.graph, target, held, before, e, jg) from None
         for _ in range(CODE_ROUNDS):
@@ -314,7 +300,53 @@ class Planner:
         if code.peak - target > CODE_SLACK * target:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
                          + (" (no plan within less exists)" if no_less else ""))
+            if not self.strict:  # torch.compile: no measured step follows to re-plan from
+                self._over_budget(jg, pg, code, target, base, relative, held, tail)
         return best
+
+    def _over_budget(self, jg: JointGraph, pg: Any, code: CodePeak, target: float, base: float, relative: bool,
+                     held: float, tail: float) -> None:
+        """The backend's least plan is over a budget: an error for a byte budget (the budget is a
+        promise about the measured peak), a warning for a percentage (planned at its floor)."""
+        from ..budget import fmt_bytes
+
+        low = code.peak
+        if self._fused:  # the fused search from the vanilla step meets its floor at any budget above it
+            floor = self._fused_floor(jg, pg, tail)
+            low = floor if floor < float("inf") else low * (1 + FUSED_MARGIN)
+        least = low + held
+        text = (f"the least peak remat's plans reach in {'inductor' if self._fused else 'the'} generated code of "
+                f"graph {jg.graph.name} is {fmt_bytes(low)} ({100 * low / max(base, 1):.1f}% of its "
+                f"vanilla peak{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}), over the "
+                f"budget of {fmt_bytes(target + held)}")
+        if relative:
+            warnings.warn(f"remat: {text}: planned at that floor", stacklevel=4)
+            return
+        raise InfeasibleError(f"remat: {text}. Raise the budget to at least {fmt_bytes(least)} "
+                              f"({int(least) + 1} bytes)")
+
+    def _fused_too_small(self, jg: JointGraph, pg: Any, target: float, base: float, tail: float,
+                         cause: InfeasibleError) -> InfeasibleError:
+        """Under inductor, the refusal names the least budget the fused code meets (below the
+        planning graph's floor, which ``cause`` names)."""
+        from ..budget import fmt_bytes
+
+        low = self._fused_floor(jg, pg, tail)
+        if not low < float("inf"):
+            return cause
+        return InfeasibleError(
+            f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
+            f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name} with inductor's fused code is "
+            f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that")
+
+    def _fused_floor(self, jg: JointGraph, pg: Any, tail: float) -> float:
+        """The least budget the fused selective search meets (inf when the solver is not one that
+        runs it)."""
+        from ..solvers import selective
+
+        if self.solver not in ("auto", "selective"):
+            return float("inf")
+        return selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), time_limit=FUSED_SECONDS).peak
 
     def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
         """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its fused
