@@ -431,45 +431,15 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     torch._dynamo.reset()
 
 
-def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
-    """A byte budget inductor's code cannot meet is refused (not compiled over it), and the least
-    budget the error names is met."""
-    import re
+class LossStep(nn.Module):
+    """An HF model's training step as a module: its ``.loss``."""
 
-    from torch._dynamo.exc import BackendCompilerFailed
+    def __init__(self, net: nn.Module) -> None:
+        super().__init__()
+        self.net = net
 
-    model = _hf_vision("resnet")
-    inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
-
-    class Step(nn.Module):
-        def __init__(self, net: nn.Module) -> None:
-            super().__init__()
-            self.net = net
-
-        def forward(self, **kw):
-            return self.net(**kw).loss
-
-    budget = 0.5 * measure(Step(copy.deepcopy(model)), inputs, method="profiler").peak
-    torch._dynamo.reset()
-    with pytest.raises(BackendCompilerFailed, match="Raise the budget to at least") as err:
-        Step(torch.compile(copy.deepcopy(model), backend=remat.backend(budget=budget, compiler="inductor")))(**inputs)
-    named = int(re.search(r"\((\d+) bytes\)", str(err.value)).group(1))
-    assert named > budget
-    torch._dynamo.reset()
-    be = remat.backend(budget=named, solver="auto", compiler="inductor")
-    peak = measure(Step(torch.compile(model, backend=be)), inputs, method="profiler").peak
-    assert peak <= named * 1.01
-    torch._dynamo.reset()
-
-
-def test_inductor_fuses_kernels_horizontally_only_with_neighbours():
-    from types import SimpleNamespace
-
-    from remat.compiled.fusion import HORIZONTAL_DISTANCE, _choices
-
-    a = SimpleNamespace(min_order=0, max_order=0)
-    far = SimpleNamespace(min_order=HORIZONTAL_DISTANCE + 1, max_order=HORIZONTAL_DISTANCE + 1)
-    assert _choices().can_fuse_horizontal(None, a, far, 100) is False
+    def forward(self, **kw):
+        return self.net(**kw).loss
 
 
 def _hf_vision(name: str) -> nn.Module:
@@ -482,6 +452,39 @@ def _hf_vision(name: str) -> nn.Module:
     cfg = transformers.ResNetConfig(embedding_size=8, hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 1, 1],
                                     layer_type="bottleneck", num_labels=10)
     return transformers.ResNetForImageClassification(cfg).train()
+
+
+def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
+    """A byte budget inductor's code cannot meet is refused (not compiled over it), and the least
+    budget the error names is met."""
+    import re
+
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    model = _hf_vision("resnet")
+    inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
+
+    budget = 0.5 * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
+    torch._dynamo.reset()
+    with pytest.raises(BackendCompilerFailed, match="Raise the budget to at least") as err:
+        LossStep(torch.compile(copy.deepcopy(model), backend=remat.backend(budget=budget, compiler="inductor")))(**inputs)
+    named = int(re.search(r"\((\d+) bytes\)", str(err.value)).group(1))
+    assert named > budget
+    torch._dynamo.reset()
+    be = remat.backend(budget=named, solver="auto", compiler="inductor")
+    peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
+    assert peak <= named * 1.01
+    torch._dynamo.reset()
+
+
+def test_inductor_fuses_kernels_horizontally_only_with_neighbours():
+    from types import SimpleNamespace
+
+    from remat.compiled.fusion import HORIZONTAL_DISTANCE, _choices
+
+    a = SimpleNamespace(min_order=0, max_order=0)
+    far = SimpleNamespace(min_order=HORIZONTAL_DISTANCE + 1, max_order=HORIZONTAL_DISTANCE + 1)
+    assert _choices().can_fuse_horizontal(None, a, far, 100) is False
 
 
 @pytest.mark.parametrize("name, fraction", [("vit", 0.8), ("resnet", 0.9)])
@@ -498,17 +501,9 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     model = _hf_vision(name)
     inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
 
-    class Step(nn.Module):
-        def __init__(self, net: nn.Module) -> None:
-            super().__init__()
-            self.net = net
-
-        def forward(self, **kw):
-            return self.net(**kw).loss
-
-    budget = fraction * measure(Step(copy.deepcopy(model)), inputs, method="profiler").peak
+    budget = fraction * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
-    peak = measure(Step(torch.compile(model, backend=be)), inputs, method="profiler").peak
+    peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
     (rep,) = be.report
     assert "fused" in rep["chosen"]
     assert peak <= budget * 1.01

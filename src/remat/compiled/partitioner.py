@@ -315,12 +315,13 @@ class Planner:
             floor = self._fused_floor(jg, pg, tail)
             low = floor if floor < float("inf") else low * (1 + FUSED_MARGIN)
         least = low + held
-        text = (f"the least peak remat's plans reach in {'inductor' if self._fused else 'the'} generated code of "
-                f"graph {jg.graph.name} is {fmt_bytes(low)} ({100 * low / max(base, 1):.1f}% of its "
-                f"vanilla peak{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}), over the "
-                f"budget of {fmt_bytes(target + held)}")
+        text = (f"{'inductor' if self._fused else 'the'} generated code of graph {jg.graph.name} needs more than the "
+                f"budget of {fmt_bytes(target + held)}: remat's plans for it meet budgets from {fmt_bytes(low)} up "
+                f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
+                f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least its search "
+                f"from the vanilla step reaches)")
         if relative:
-            warnings.warn(f"remat: {text}: planned at that floor", stacklevel=4)
+            warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
             return
         raise InfeasibleError(f"remat: {text}. Raise the budget to at least {fmt_bytes(least)} "
                               f"({int(least) + 1} bytes)")
