@@ -237,8 +237,10 @@ def _registered(name: str) -> bool:
 @settings(max_examples=25, deadline=None)
 @given(dags(max_nodes=7), budgets)
 def test_greedy_never_beats_the_exhaustive_optimum(g, budget):
+    """Among plans whose executed schedule fits (``remat.solve`` judges dp-exhaustive by the
+    simulated peak; eq. (2) can be below it: a greedy plan at eq. (2) 17 simulated 21 > 20)."""
     plan = chen.solve_greedy(g, budget)
-    if not plan.feasible:
+    if not plan.feasible or (budget is not None and plan.stats["simulated_peak"] > budget):
         return
     best = remat.solve(g, budget, solver="dp-exhaustive", mode="time")
     assert best.feasible
