@@ -467,7 +467,8 @@ def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
     budget = 0.5 * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
     torch._dynamo.reset()
     with pytest.raises(BackendCompilerFailed, match="Raise the budget to at least") as err:
-        LossStep(torch.compile(copy.deepcopy(model), backend=remat.backend(budget=budget, compiler="inductor")))(**inputs)
+        net = torch.compile(copy.deepcopy(model), backend=remat.backend(budget=budget, compiler="inductor"))
+        LossStep(net)(**inputs)
     named = int(re.search(r"\((\d+) bytes\)", str(err.value)).group(1))
     assert named > budget
     torch._dynamo.reset()

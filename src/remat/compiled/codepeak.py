@@ -169,7 +169,8 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
         loads[n] = frozenset().union(*(frozenset([a]) if buffer.get(a, True) else loads[a] for a in ins))
         ops[n] = 1 + sum(0 if buffer.get(a, True) else ops[a] for a in ins)
         mine = readers[n]
-        buffer[n] = (_extern(n) or _reduction(n) or out in mine or any(_extern(u) and not _writes_into(u, n) for u in mine)
+        buffer[n] = (_extern(n) or _reduction(n) or out in mine
+                     or any(_extern(u) and not _writes_into(u, n) for u in mine)
                      or (len(loads[n]) > 1 and any(_windowed(u, n) for u in n.users))
                      or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS)))
         if buffer[n]:

@@ -306,8 +306,9 @@ class Planner:
 
     def _over_budget(self, jg: JointGraph, pg: Any, code: CodePeak, target: float, base: float, relative: bool,
                      held: float, tail: float) -> None:
-        """The backend's least plan is over a budget: an error for a byte budget (the budget is a
-        promise about the measured peak), a warning for a percentage (planned at its floor)."""
+        """The backend's best plan is over a budget: an error for a byte budget (the budget is a
+        promise about the measured peak), naming one the fused search meets; a warning for a
+        percentage (that plan is used)."""
         from ..budget import fmt_bytes
 
         low = code.peak
