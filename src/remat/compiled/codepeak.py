@@ -411,7 +411,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     cur += size
                     keys.append(k)
             key_of[n] = keys
-            peak = max(peak, cur + (workspace(n, channels_last) if fused and has_workspace(n) else 0.0))
+            peak = max(peak, cur + (workspace(n, channels_last) if has_workspace(n) else 0.0))
             if trace is not None:
                 trace.append((n.name, cur))
         for k in key_of.get(n, []):
