@@ -22,9 +22,10 @@ saved logits' storage, 8 MiB of a 25 MiB peak). Around convolutions (inductor's 
 optimization): inputs copied channels-last, a reshape of a channels-last value for an extern
 kernel is a copy, a pooled operand gets a buffer, a scatter computes its zeros in its own buffer,
 and a returned 3x3 weight gradient is a temporary until autograd copies it into ``.grad``.
-Convolutions and bf16 matmuls count their workspaces while they run (``workspace``). A model of
-inductor's fusion, not its scheduler: ``bench/bench_compiled.py`` compares it with the measured
-peak of the compiled code (ViT, GPT-2, Llama and ResNet on the CPU: to 8 bytes in most rows).
+Convolutions and bf16 matmuls count their workspaces while they run, fused or not
+(``workspace``). A model of inductor's fusion, not its scheduler: ``bench/bench_compiled.py``
+compares it with the measured peak of the compiled code (ViT, GPT-2, Llama and ResNet on the
+CPU: to 8 bytes in most rows).
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     have one dtype and size (inductor's ``decide_inplace_update``): one made in this
     graph, or a held one in ``donated`` (saved values the backward owns). ``copied``: placeholders
     the graph copies when it starts (``channels_last_copies``), new storages read in their place.
-    ``fused``: a convolution's own temporaries count while it runs (``workspace``;
+    A convolution's or bf16 matmul's own temporaries count while it runs (``workspace``;
     ``channels_last``: its operands arrive channels-last).
     Returns the peak and each node's storage keys (None: made before the step, or not counted).
     """
