@@ -202,7 +202,7 @@ def test_a_convolution_workspace_is_what_it_allocates_beyond_its_outputs(tmp_pat
     assert ws.workspace(next(n for n in relu.nodes if n.op == "call_function")) == 0.0
 
 
-def test_a_bf16_matmul_workspace_is_measured_and_an_fp32_one_has_none(tmp_path, monkeypatch):
+def test_a_matmul_workspace_is_what_it_allocates_beyond_its_output(tmp_path, monkeypatch):
     """On the CPU a bf16 matmul reorders its operands into scratch memory (oneDNN); the walk
     counts it while the matmul runs, as for a convolution."""
     from remat.compiled import workspace as ws
@@ -281,3 +281,21 @@ def test_a_channels_last_weight_gradient_is_a_temporary_until_the_backward_ends(
     out = next(n for n in graph.nodes if n.op == "output")
     w3_grad, w1_grad = out.args[0]
     assert _restrided(w3_grad) and not _restrided(w1_grad)
+
+
+def test_both_walks_count_a_convolution_workspace_while_it_runs(monkeypatch):
+    """Eager code's convolutions allocate their scratch memory too: the op-by-op walk counts it
+    at the op, on top of what is live there, as the fused walk does."""
+    from remat.compiled import codepeak
+    from remat.compiled.codepeak import _walk
+
+    gm = _conv_graph()
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    monkeypatch.setattr(codepeak, "workspace", lambda *a: 0.0)
+    bare = {fused: _walk(gm.graph, {}, set(out.all_input_nodes), fused=fused)[0] for fused in (False, True)}
+    extra = 10 ** 6  # larger than every value here: the peak is at a convolution, plus it
+    monkeypatch.setattr(codepeak, "workspace", lambda *a: float(extra))
+    for fused in (False, True):
+        peak, _ = _walk(gm.graph, {}, set(out.all_input_nodes), fused=fused)
+        assert bare[fused] < peak <= bare[fused] + extra
+        assert peak > extra
