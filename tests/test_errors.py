@@ -27,6 +27,18 @@ def chain() -> remat.Graph:
 
 
 X = torch.randn(4, 8)
+LABELS = torch.tensor([0, 1, 2, 3])
+
+
+class _ReadsAGlobal(torch.nn.Module):
+    """A loss module that reads its labels from a global: the plan would freeze them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = mlp()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(self.net(x), LABELS)
 
 # (case, call, error type, pieces of the message: what was given, what is accepted, the fix)
 API_CASES = [
@@ -55,6 +67,8 @@ API_CASES = [
     ("capture-not-a-module", lambda: remat.capture("resnet", X), remat.InputError, ["str", "torch.nn.Module"]),
     ("model-frozen", lambda: remat.optimize(mlp().requires_grad_(False), X, "50%"), remat.InputError,
      ["requires grad", "requires_grad_(True)"]),
+    ("model-closure-tensor", lambda: remat.optimize(_ReadsAGlobal(), X, "50%"), remat.CaptureError,
+     ["a tensor (size (4,))", "neither an argument nor a parameter", "register_buffer"]),
     # inputs
     ("inputs-shape", lambda: remat.optimize(mlp(), torch.randn(4, 9), "50%"), remat.InputError,
      ["Sequential", "mat1 and mat2", "4x9", "example inputs do not fit", "tuple of positional"]),

@@ -37,6 +37,7 @@ byte sizes and saved tensors on small modules (tests/test_capture.py).
 from __future__ import annotations
 
 import contextlib
+import re
 import statistics
 import time
 import traceback
@@ -251,6 +252,13 @@ def explain(e: BaseException, label: str, doing: str = "trace") -> CaptureError 
         hint = ("the example inputs do not fit the model's forward (shape, dtype, device or arguments): "
                 "pass what the model is called with in training, as a tensor, a tuple of positional "
                 "arguments or a dict of keyword arguments")
+    elif "convert all tensors to faketensors" in low:
+        found = re.search(r"tensor\(\[.*?\], size=\(([^)]*)\)", str(e))
+        size = f" (size ({found.group(1)}))" if found else ""
+        hint = (f"the forward reads a tensor{size} that is neither an argument nor a parameter or buffer "
+                "of the module (a global or a closure variable), so the plan cannot see it change "
+                "between steps: pass it as an argument of forward, or register it with "
+                "module.register_buffer")
     elif "Unsupported" in kind or "fake" in low or "meta" in low:
         hint = ("an op has no fake/meta implementation, so its output size is unknown without running "
                 "it: register one with torch.library.register_fake, or call that op outside the module")

@@ -394,12 +394,14 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
             kernel = fused and n.op == "call_function" and n not in inside and not _is_view(n) and not _extern(n)
             copy = channels_last and _relayout(n)
             taken: set = set()
+            returned: set[int] = set()  # outputs the step returns (not counted here nor in the op's workspace)
             for j, (ref, size) in enumerate(_storages(n)):
                 reuse = inplace(i, n, size, taken) if kernel and ref not in by_ref and ref not in uncounted else None
                 if ref in by_ref and not copy:  # a view of an input, or getitem
                     keys.append(by_ref[ref])
                 elif n.op == "get_attr" or ref in uncounted:
                     keys.append(None)  # a constant of the module, or a gradient the step returns
+                    returned.add(j)
                 elif reuse is not None:  # written over a buffer read for the last time
                     taken.add(reuse)
                     keys.append(reuse)
@@ -412,9 +414,10 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     cur += size
                     keys.append(k)
             key_of[n] = keys
-            peak = max(peak, cur + (workspace(n, channels_last) if has_workspace(n) else 0.0))
-            if trace is not None:
-                trace.append((n.name, cur))
+            at = cur + (workspace(n, channels_last, frozenset(returned)) if has_workspace(n) else 0.0)
+            peak = max(peak, at)
+            if trace is not None:  # (name, bytes live while the op runs)
+                trace.append((n.name, at))
         for k in key_of.get(n, []):
             if k is not None:
                 refs[k] = refs.get(k, 0) + 1
