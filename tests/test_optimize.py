@@ -41,13 +41,14 @@ def test_a_budget_below_the_minimum_gives_the_minimum():
 
 @pytest.mark.parametrize("budget", ["100%", "60%"])
 def test_measured_peak_is_within_the_budget(budget):
-    """Tolerance 1%: the tracker counts exact storage bytes; the slack covers RNG states and scalars."""
+    """Tolerance 1%: on the CPU the allocator-level peak (profiler), which the walk predicts; the slack
+    covers RNG states and scalars."""
     model, inputs = models.build_gpt2()
     ref = copy.deepcopy(model)
     module = remat.optimize(model, inputs, budget, solver="twremat")
     rep = module.report
     assert rep["measured_peak"] <= rep["budget"] * 1.01
-    assert rep["method"] == "tracker"
+    assert rep["method"] == "profiler"  # the CPU: allocator level, as the walk predicts
     # verification ran a step but left the model as it was: one step now matches the reference
     torch.manual_seed(0)
     default_loss(ref(**inputs)).backward()

@@ -23,7 +23,7 @@ def test_report_is_a_dataclass_with_the_numbers(compiled):
     rep = compiled.report
     assert isinstance(rep, Report) and isinstance(rep, remat.Report)
     assert rep.executor == "compiled" and rep.model == "DeepMLP" and rep.solver
-    assert rep.measured_peak <= rep.budget * 1.01 and rep.method == "tracker"
+    assert rep.measured_peak <= rep.budget * 1.01 and rep.method == "profiler"
     assert rep.budget == pytest.approx(0.6 * rep.vanilla_measured_peak)
     assert rep.predicted_peak <= rep.budget < rep.vanilla_predicted_peak
     assert rep.time_ratio == pytest.approx(time_ratio(rep.recompute_cost, rep.forward_cost)) and rep.time_ratio > 1
@@ -39,7 +39,7 @@ def test_str_is_readable(compiled):
     text = str(compiled.report)
     lines = text.splitlines()
     assert lines[0].startswith("remat plan for DeepMLP: solver ")
-    for word in ("budget", "vanilla peak", "planned peak", "measured (tracker)", "predicted", "time ratio",
+    for word in ("budget", "vanilla peak", "planned peak", "measured (profiler)", "predicted", "time ratio",
                  "where the memory goes", "gradient buffers", "within budget"):
         assert word in text, word
     assert "KiB" in text and "{" not in text  # sizes with units, not a dict

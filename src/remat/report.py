@@ -40,7 +40,8 @@ class Report:
     predicted_peak: float               # predicted peak of the planned step (the generated code's own)
     vanilla_measured_peak: float | None = None   # measured on the plain model (verify=True)
     measured_peak: float | None = None  # measured on the planned step (verify=True)
-    method: str | None = None           # how it was measured: "tracker" (CPU) or "allocator" (CUDA)
+    method: str | None = None           # how it was measured: "profiler" (CPU, allocator level; "tracker" for
+                                        # the interpreter) or "cuda"
     time_ratio: float = 1.0             # predicted, see the module docstring
     recompute_cost: float = 0.0
     forward_cost: float = 0.0

@@ -7,7 +7,8 @@ noise in the input's dtype, divided in place by ``1 - p``, then multiplied in. B
 same random numbers, but under bf16 the two roundings differ (``bf16(1/0.9) = 1.109375`` against
 a float scale), and gradients drift by up to 1% relative. While tracing, ``eager_dropout()``
 makes ``aten.dropout`` on CPU tensors trace to ATen's own unfused ops; other devices keep the
-fused op, as eager does.
+fused op, as eager does. Interpolation is traced as ATen's own upsampling ops, not torch's Python
+decompositions of them (``_upsample_ops``).
 """
 
 from __future__ import annotations
@@ -25,34 +26,64 @@ _KEYS = (DispatchKey.Autograd, DispatchKey.CompositeImplicitAutograd)
 def _dropout(input: torch.Tensor, p: float, train: bool | None) -> torch.Tensor:
     """``aten.dropout`` as ATen computes it for this device (see ``is_fused_kernel_acceptable``)."""
     if not train or p == 0:
-        return input.clone()
+        return input  # ATen returns the input itself: no copy
     if input.device.type != "cpu" or p == 1 or input.numel() == 0:
         return aten.native_dropout(input, p, train)[0]
-    # empty_like as a fresh empty where that is the same layout, so the same draws in the same places,
-    # without a dependency on the input (a recomputed mask does not need its input recomputed)
-    if input.is_contiguous():
-        noise = torch.empty(input.size(), dtype=input.dtype, device=input.device)
-    else:
-        noise = torch.empty_like(input)
+    # eager draws into ``empty_like(input)`` in memory order; functionalized, ``bernoulli_`` returns a
+    # contiguous tensor, which would put the draws in logical order (a channels-last input got another
+    # mask). So: a fresh contiguous empty in the input's memory order, drawn, then permuted to the
+    # input's layout; no dependency on the input (a recomputed mask needs no recomputed input)
+    order = _memory_order(input)
+    noise = torch.empty([input.shape[d] for d in order], dtype=input.dtype, device=input.device)
     noise.bernoulli_(1 - p)
     noise.div_(1 - p)
+    if order != list(range(input.dim())):
+        noise = noise.permute([order.index(d) for d in range(input.dim())])
     return input * noise
+
+
+def _memory_order(t: torch.Tensor) -> list[int]:
+    """Dimensions of ``empty_like(t)``, outermost first in memory (identity when contiguous): the
+    order of ``t``'s own strides, which ``empty_like`` keeps (read from ``t``, since under
+    functionalization ``empty_like`` reports contiguous strides)."""
+    return sorted(range(t.dim()), key=lambda d: (-t.stride(d) if t.shape[d] > 1 else 0, d))
 
 
 @contextlib.contextmanager
 def eager_dropout() -> Iterator[None]:
-    """While tracing, ``aten.dropout`` follows eager's per-device path (a no-op when this torch
-    has no Python kernel to replace)."""
+    """While tracing, ``aten.dropout`` follows eager's per-device path, and interpolation keeps
+    ATen's own kernels (``_upsample_ops``; a no-op for ops this torch has no Python kernel for)."""
     op = aten.dropout.default
     saved = {k: op.py_kernels[k] for k in _KEYS if k in op.py_kernels}
     for k in saved:
         op.py_kernels[k] = _dropout
     _clear(op)
+    removed = {u: {k: u.py_kernels.pop(k) for k in _KEYS if k in u.py_kernels} for u in _upsample_ops()}
+    for u in removed:
+        _clear(u)
     try:
         yield
     finally:
         op.py_kernels.update(saved)
         _clear(op)
+        for u, kernels in removed.items():
+            u.py_kernels.update(kernels)
+            _clear(u)
+
+
+def _upsample_ops() -> list[torch._ops.OpOverload]:
+    """Interpolation ops that torch's Python decompositions replace while tracing.
+
+    Traced through them, a bilinear ``F.interpolate`` becomes four gathers and a lerp in the
+    forward and an index-put of zeros in the backward, each a full-size temporary: a small
+    Segformer's step peaked 15% over eager's at the allocator level, and its gradients were 8e-8
+    apart. Without them the trace keeps ``upsample_bilinear2d`` and its backward, eager's kernels."""
+    ops = []
+    for name in dir(aten):
+        if "upsample" in name:
+            packet = getattr(aten, name)
+            ops += [getattr(packet, o) for o in packet.overloads()]
+    return ops
 
 
 def _clear(op: torch._ops.OpOverload) -> None:
