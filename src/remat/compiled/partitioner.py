@@ -238,7 +238,7 @@ class Planner:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the "
                          "fused walk)")
             return fused
-        planning, no_less = target, False
+        planning = target
         try:
             choice = self._choose(pg, planning, base, relative, vanilla, notes)
         except InfeasibleError as e:
@@ -256,25 +256,12 @@ class Planner:
                 raise self._fused_too_small(jg, pg, target, base, tail, e) if self._fused else e
             else:
                 raise self._split_error(jg.graph, target, held, before, e, jg) from None
-        for _ in range(CODE_ROUNDS):
-            steps, prediction, sp, code = self._split(jg, choice, pg)
-            over = fits(code)
-            if over <= CODE_SLACK * target or choice.plan.stats.get("floor"):
-                break
-            planning -= over
-            try:
-                retry = plan_within(pg, planning, self.solver, self.mode, base=base)
-            except BudgetError:
-                no_less = True
-                break
-            notes.append(f"the generated code peaks {over:.0f} bytes over the budget: planned again within "
-                         f"{planning:.0f}")
-            choice = retry
-        else:
-            steps, prediction, sp, code = self._split(jg, choice, pg)
-        best = (choice, steps, prediction, sp, code)
-        if self._fused:  # bisect the planning budget between the best fitting one and the first over
-            lo, hi = planning, planning - fits(code)
+        best = (choice, *self._split(jg, choice, pg))
+        searched = ""
+        if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor"):
+            best, planning, searched = self._below(jg, pg, target, base, fits, best, notes)
+        elif self._fused:  # bisect the planning budget between the best fitting one and the first over
+            lo, hi = planning, planning - fits(best[4])
             for _ in range(CODE_ROUNDS + 1):
                 if hi - lo <= LOOSEN * target:
                     break
@@ -299,10 +286,100 @@ class Planner:
         code = best[4]
         if code.peak - target > CODE_SLACK * target:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
-                         + (" (no plan within less exists)" if no_less else ""))
+                         + searched)
             if not self.strict:  # torch.compile: no measured step follows to re-plan from
                 self._over_budget(jg, pg, code, target, base, relative, held, tail)
         return best
+
+    def _below(self, jg: JointGraph, pg: Any, target: float, base: float, fits: Callable[[CodePeak], float],
+               first: tuple, notes: list[str]) -> tuple[tuple, float, str]:
+        """The generated code of the plan within ``target`` peaks over it: search the planning
+        budgets between the planning graph's floor and ``target`` for the plan of least
+        recomputation whose code fits (``fits``, as in ``_fit``; ``first`` is the plan within
+        ``target``, as ``_fit``'s best). The code's peak is not monotone in the planning budget
+        (another plan is cheapest within each), so a budget that overshoots below the floor, or
+        past a plan that fits, is not the end of the search.
+
+        First, as before, plan again within the budget less the code's excess (at most
+        ``CODE_ROUNDS`` times; below the floor: at the floor); then, at most ``CODE_ROUNDS + 1``
+        more plans: with a plan that fits, bisect between the highest planning budget that fits
+        and the lowest one above it that does not (less recomputation); with none, the floor,
+        then the middle of the widest gap between the planning budgets tried. Returns the plan
+        that fits with the least recomputation, else the one whose code is least over; its
+        planning budget; and, when none fits, what was tried (for the note)."""
+        from ..optimize import BudgetError, plan_within
+
+        slack = CODE_SLACK * target
+        tried: list[tuple[float, tuple]] = [(target, first)]  # (planning budget, _fit's best)
+        floor: Any = None  # the floor choice, once a planning budget was below it or it was sought
+
+        def ok(got: tuple) -> bool:
+            return fits(got[4]) <= slack
+
+        def attempt(budget: float) -> tuple | None:  # the plan within budget, None when already tried
+            nonlocal floor
+            if floor is not None and budget <= floor.peak:
+                budget, choice = floor.peak, floor
+            else:
+                try:
+                    choice = plan_within(pg, budget, self.solver, self.mode, base=base)
+                except BudgetError:
+                    floor = self._floor(pg)
+                    budget, choice = floor.peak, floor
+            if any(b == budget for b, _ in tried):
+                return None
+            got = (choice, *self._split(jg, choice, pg))
+            tried.append((budget, got))
+            return got
+
+        planning, got = target, first
+        for _ in range(CODE_ROUNDS):
+            over = fits(got[4])
+            if over <= slack or got[0].plan.stats.get("floor"):
+                break
+            retry = attempt(planning - over)
+            if retry is None:
+                break
+            asked = planning - over
+            planning, got = tried[-1][0], retry
+            notes.append(f"the generated code peaks {over:.0f} bytes over the budget: planned again within "
+                         f"{planning:.0f}" + (f" (the planning graph's floor; {asked:.0f} is below it)"
+                                              if planning > asked else ""))
+        spent = 0
+        while spent <= CODE_ROUNDS:
+            fitting = [b for b, g in tried if ok(g)]
+            if fitting:  # towards less recomputation: between the highest that fits and the next over
+                lo = max(fitting)
+                hi = min((b for b, g in tried if b > lo and not ok(g)), default=None)
+                if hi is None or hi - lo <= LOOSEN * target:
+                    break
+                budget = (lo + hi) / 2
+            elif floor is None:  # none fits: the least the planning graph allows first
+                floor = self._floor(pg)
+                if any(b <= floor.peak for b, _ in tried):  # the descent's last plan was its floor
+                    continue
+                budget = floor.peak
+            else:  # then the middle of the widest gap between the planning budgets tried
+                marks = sorted({b for b, _ in tried})
+                width, budget = max(((b - a, (a + b) / 2) for a, b in zip(marks, marks[1:])), default=(0.0, 0.0))
+                if width <= LOOSEN * target:
+                    break
+            if attempt(budget) is None:
+                break
+            spent += 1
+        fitting = [(b, g) for b, g in tried if ok(g)]
+        if fitting:
+            planning, best = min(fitting, key=lambda t: (t[1][2].recompute_cost, fits(t[1][4])))
+            if best is not got:
+                notes.append(f"planned within {planning:.0f}: its generated code fits, with the least recomputation "
+                             f"of the {len(tried)} planning budgets tried")
+            return best, planning, ""
+        planning, best = min(tried, key=lambda t: (fits(t[1][4]), t[1][2].recompute_cost))
+        marks = [b for b, _ in tried]
+        at_floor = " (the planning graph's floor)" if floor is not None else ""
+        return best, planning, (f": the generated code of none of the {len(tried)} plans made within planning budgets "
+                                f"from {min(marks):.0f}{at_floor} to {max(marks):.0f} fits; the one of least peak "
+                                f"(planned within {planning:.0f}) is used")
 
     def _over_budget(self, jg: JointGraph, pg: Any, code: CodePeak, target: float, base: float, relative: bool,
                      held: float, tail: float) -> None:
