@@ -55,3 +55,19 @@ def figure1() -> Graph:
     g.add_node("D", 1, 1, ["B", "C"])
     g.add_node("E", 1, 1, ["A", "D"])
     return g
+
+
+def branches(width: int = 3, length: int = 14) -> Graph:
+    """``width`` parallel chains of ``length`` from one source to a join: (length + 1) ** width
+    lower sets (3378 for 3 x 14, under dp-exact's cap), a dp-exact sweep of seconds without a
+    time limit and a floor search (a bisection of sweeps) of many."""
+    g = Graph(name="branches")
+    g.add_node("s", 4, 1)
+    for b in range(width):
+        prev = "s"
+        for i in range(length):
+            g.add_node(f"b{b}_{i}", 2 + (i + b) % 3, 1 + (i * b) % 4, [prev])
+            prev = f"b{b}_{i}"
+    g.add_node("join", 4, 1, [f"b{b}_{length - 1}" for b in range(width)])
+    g.add_node("loss", 1, 1, ["join"])
+    return g

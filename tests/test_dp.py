@@ -9,6 +9,7 @@ from hypothesis import given, settings, strategies as st
 
 import remat
 from remat import canonical, judge, solvers
+from strategies import branches
 from strategies import dags
 
 
@@ -91,3 +92,55 @@ def test_exact_refuses_too_many_lower_sets_with_a_way_out():
         g.add_node(f"v{i}", 1, 1)
     with pytest.raises(ValueError, match="dp-approx"):
         solve(g, None, solver="dp-exact", cap=1000)
+
+
+# ---- time limits: the per-lower-set sweep stops, the plan still fits --------------------------------
+
+
+def test_subsets_agree_with_the_masks():
+    import numpy as np
+    from remat.lowerset import Poset
+    from remat.solvers import dp
+
+    g = branches(3, 4)
+    p = Poset.of(g)
+    fam = dp._family(p, True, dp.EXACT_CAP, g)
+    rows = np.arange(len(fam.masks))
+    for r in range(len(fam.masks)):
+        want = [q for q in rows if fam.masks[q] & ~fam.masks[r] == 0]
+        assert list(dp._subsets(fam, r, rows)) == want
+
+
+@pytest.mark.parametrize("frac", [0.5, 0.7])
+def test_exact_within_a_tiny_time_limit_returns_a_plan_that_fits(frac):
+    import time
+
+    from remat import schedule
+    from remat.lowerset import Poset
+    from remat.simulate import simulate, simulate_training
+
+    g, limit = branches(3, 14), 0.2
+    budget = frac * simulate_training(g, schedule.vanilla(g)).peak
+    started = time.perf_counter()
+    own = solve(g, budget, solver="dp-exact", time_limit=limit)  # the algorithm, by its own model
+    judged = remat.solve(g, budget, solver="dp-exact", time_limit=limit)  # the executed schedule
+    assert time.perf_counter() - started < 2 * (10 * limit + 5)  # seconds without a limit; generous
+    for plan in (own, judged):
+        assert "time limit" in plan.stats["cut_short"] and plan.feasible
+        p = Poset.of(g)
+        canonical.check_sequence(p, canonical.lowers_of_stages(p, plan.stages))
+    assert own.peak == canonical.peak(g, own.stages) <= budget
+    assert judged.peak == simulate(g, judged).peak <= budget
+
+
+def test_min_budget_within_a_time_limit_is_a_budget_that_fits():
+    import time
+
+    from remat.solvers import dp
+
+    g = branches(3, 14)
+    started = time.perf_counter()
+    low = dp._dp_min_budget(g, exact=True, time_limit=0.2)
+    assert time.perf_counter() - started < 10 * 0.2 + 5
+    assert low >= min_budget(g, solver="dp-exact")  # never below the true minimum ...
+    assert solve(g, low, solver="dp-exact").feasible  # ... and met

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 import remat
 from remat import canonical, simulate, solvers
 from remat.lowerset import Poset
-from strategies import dags
+from strategies import branches, dags
 
 SLOW = {"milp": 8}  # solvers that are only run on graphs up to this many nodes here
 
@@ -88,3 +88,56 @@ def test_every_solver_honours_a_time_limit(name):
     assert plan.stats.get("cut_short"), plan.stats
     if plan.feasible:
         check_plan(g, plan)
+
+
+# ---- floors within a time limit (remat.judge.floor, auto's floor) -----------------------------------
+
+
+@pytest.mark.parametrize("candidates", [None, ("dp-exact",)])
+def test_auto_floor_within_a_tiny_time_limit_is_a_budget_that_fits(candidates):
+    """auto's floor search (judge.floor -> auto._floor -> each candidate's judge.floor, dp-exact's
+    a bisection of sweeps over its lower sets) stops at its limit with a plan's executed peak."""
+    import time
+
+    from remat import judge
+
+    g, limit = branches(), 0.2
+    options = {} if candidates is None else {"candidates": candidates}
+    started = time.perf_counter()
+    low = judge.floor(g, "auto", time_limit=limit, **options)
+    assert time.perf_counter() - started < 10 * limit + 5  # generous: the call in flight ends
+    assert low is not None and low.feasible and low.stats["floor"]
+    assert simulate(g, low).peak == pytest.approx(low.peak)  # the executed peak of a plan auto made
+    assert low.stats["cut_short"]  # which candidates' floor searches were stopped or not run
+    if candidates:
+        assert "dp-exact" in low.stats["cut_short"] and low.stats["chosen"] == "dp-exact"
+    assert remat.min_budget(g, solver="auto", **options) == low.peak  # cached: answers on one graph agree
+    plan = remat.solve(g, low.peak, solver="auto", time_limit=1.0, **options)
+    assert plan.feasible and plan.peak <= low.peak * (1 + 1e-9)
+    check_plan(g, plan)
+
+
+def test_answer_below_the_floor_within_a_time_limit_names_a_budget_that_fits():
+    """The search at the budget finds nothing, so the floor is sought: within what is left of
+    the limit, and the budget the message names is met."""
+    import time
+
+    g, limit = branches(), 1.0
+    started = time.perf_counter()
+    plan = remat.solve(g, 1.0, solver="auto", time_limit=limit)
+    assert time.perf_counter() - started < 10 * limit + 5
+    assert not plan.feasible and "the smallest budget it can meet is" in plan.message
+    low = plan.stats["min_budget"]
+    again = remat.solve(g, low, solver="auto", time_limit=limit)
+    assert again.feasible and again.peak <= low * (1 + 1e-9)
+
+
+def test_a_floor_search_within_a_time_limit_is_sought_again_without_one():
+    from remat import judge
+
+    g = branches(3, 6)
+    limited = judge.floor(g, "dp-exact", time_limit=1e-3)
+    assert limited is not None and limited.stats.get("cut_short")
+    full = judge.floor(g, "dp-exact")  # no limit: the solver's own floor, not the one cut short
+    assert full.peak <= limited.peak and "cut_short" not in full.stats
+    assert judge.floor(g, "dp-exact") is full

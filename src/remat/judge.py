@@ -86,13 +86,14 @@ class _Search:
         # a finite deadline and a solver that takes no time limit: each call in a child process
         self.isolate = isolate and math.isfinite(deadline) and not time_aware
 
-    def call(self, planning: float | None, mode: str | None = None) -> Plan | None:
+    def call(self, planning: float | None, mode: str | None = None, force: bool = False) -> Plan | None:
         """The solver's plan at ``planning``, judged against the real budget (None: it made no
-        plan, or the time is up). ``self.new`` says whether the plan differs from every earlier
-        one (a solver whose plan does not move with the budget makes the same plan again)."""
+        plan, or the time is up, unless ``force``: then the call is made with what is left).
+        ``self.new`` says whether the plan differs from every earlier one (a solver whose plan
+        does not move with the budget makes the same plan again)."""
         self.new = False
         now = time.perf_counter()
-        if now > self.deadline and self.tried:
+        if now > self.deadline and self.tried and not force:
             self.cut_short = f"the time limit ran out after {len(self.tried)} calls"
             return None
         mode = mode or self.mode
@@ -201,13 +202,18 @@ def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *,
         use_floor, limited = False, True  # a floor search is not bounded in time: what the search saw
         if best is None:
             search.cut_short = search.cut_short or f"{name}: its floor was not sought within the time limit"
-    if best is None and use_floor and budget is not None:
-        low = floor(graph, name, mode, **options)
+    low = None
+    if best is None and use_floor and budget is not None:  # its floor, within what is left of the time
+        low = floor(graph, name, mode, deadline=deadline, **options)
         if low is not None and low.peak <= budget * (1 + 1e-9):
             best = _copy(low, budget)
             best.stats["floor"] = True
     if best is None:
-        low = floor(graph, name, mode, **options) if use_floor and budget is not None else search.lowest
+        if not (use_floor and budget is not None):
+            low = search.lowest
+        elif low is None and math.isfinite(deadline) and time.perf_counter() > deadline:
+            low, limited = search.lowest, True  # no floor found within the time limit
+            search.cut_short = search.cut_short or f"{name}: its floor was not found within the time limit"
         least = low.peak if low is not None else math.inf
         msg = (f"no {name} plan found within the time limit fits budget {units(budget)}; the least peak of "
                f"the plans it made is {units(least)}; a longer time limit may find less" if limited and math.isfinite(least)
@@ -217,6 +223,8 @@ def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *,
         if search.lowest is not None:  # what it would run: its least peak, over the budget
             plan.schedule, plan.kept, plan.stages = search.lowest.schedule, search.lowest.kept, search.lowest.stages
             plan.peak, plan.recompute_cost = search.lowest.peak, search.lowest.recompute_cost
+        if low is not None and low.stats.get("cut_short") and low is not search.lowest:  # a floor cut short
+            search.cut_short = _with_floor_cut(search.cut_short, low.stats["cut_short"])
     else:
         plan = best
         plan.stats.setdefault("tried", search.tried)
@@ -225,6 +233,17 @@ def answer(graph: Graph, budget: float | None, name: str, mode: str = "time", *,
     plan.budget = budget
     plan.solve_seconds = time.perf_counter() - started
     return plan
+
+
+def _with_floor_cut(cut: Any, floor_cut: Any) -> Any:
+    """What was cut short, with what the floor search cut short: candidates named "(floor)" in
+    auto's dict, else a sentence."""
+    if isinstance(floor_cut, dict):
+        return {**(cut if isinstance(cut, dict) else {"search": cut} if cut else {}),
+                **{f"{k} (floor)": v for k, v in floor_cut.items()}}
+    if isinstance(cut, dict):
+        return {**cut, "floor": floor_cut}
+    return f"{cut}; floor: {floor_cut}" if cut else f"floor: {floor_cut}"
 
 
 def _copy(plan: Plan, budget: float | None) -> Plan:
@@ -244,26 +263,48 @@ def _has_floor(graph: Graph, name: str, mode: str, options: dict) -> bool:
             or solvers.get(name).floor is not None)
 
 
-def floor(graph: Graph, name: str, mode: str = "time", **options: Any) -> Plan | None:
+def floor(graph: Graph, name: str, mode: str = "time", *, deadline: float = math.inf, **options: Any) -> Plan | None:
     """The plan of least executed peak ``name`` makes on ``graph`` (cached on the graph): at its
-    own minimal budget where it has a shortcut, else the least found by bisecting the budget."""
+    own minimal budget where it has a shortcut, else the least found by bisecting the budget.
+
+    ``deadline`` (a ``time.perf_counter()`` instant; or ``time_limit`` seconds, an option): the
+    search stops there with the least peak found so far, which ``stats["cut_short"]`` says; it
+    is still the executed peak of a plan the solver made, so a budget it meets. A floor cut
+    short is cached too (answers on one graph stay consistent); a later call with no limit
+    seeks the solver's floor again, unless the solver has a time-limited floor of its own."""
+    limit = options.pop("time_limit", None)
+    if limit is not None:
+        deadline = min(deadline, time.perf_counter() + limit)
     cache = graph.__dict__.setdefault(FLOOR_KEY, {})
     key = _floor_key(name, mode, options)
-    if key not in cache:
-        cache[key] = _floor(graph, name, mode, options)
+    limited = ("limited", key)  # cached, but found within a time limit it ran to
+    if key not in cache or (limited in cache and not math.isfinite(deadline) and solvers.get(name).floor is None):
+        low = _floor(graph, name, mode, options, deadline)
+        ran_out = math.isfinite(deadline) and time.perf_counter() > deadline
+        if low is None and ran_out:
+            return None  # no plan within the time limit: not known to make none
+        cache[key] = low
+        if ran_out:
+            cache[limited] = True
+        else:
+            cache.pop(limited, None)
     return cache[key]
 
 
-def _floor(graph: Graph, name: str, mode: str, options: dict) -> Plan | None:
+def _floor(graph: Graph, name: str, mode: str, options: dict, deadline: float = math.inf) -> Plan | None:
     spec = solvers.get(name)
     if spec.floor is not None:
+        if math.isfinite(deadline):
+            options = {**options, "time_limit": max(deadline - time.perf_counter(), 1e-3)}
         return spec.floor(graph, mode=mode, **options)
     lows = []
-    for variant in spec.variants:
-        if variant and any(k in options for k in variant):  # the caller chose that option
-            continue
+    variants = [v for v in spec.variants if not (v and any(k in options for k in v))]  # the caller chose that option
+    for i, variant in enumerate(variants):
+        # variants share what is left of the time, in turn
+        share = deadline if not math.isfinite(deadline) else \
+            time.perf_counter() + max(deadline - time.perf_counter(), 0.0) / (len(variants) - i)
         try:
-            lows.append(_floor_of(graph, name, spec, mode, {**options, **variant}))
+            lows.append(_floor_of(graph, name, spec, mode, {**options, **variant}, share))
         except (ValueError, RuntimeError):
             if not variant:
                 raise
@@ -272,19 +313,34 @@ def _floor(graph: Graph, name: str, mode: str, options: dict) -> Plan | None:
     if low is not None:
         low.feasible, low.budget = True, low.peak
         low.stats["floor"] = True
+        cut = [p.stats["cut_short"] for p in lows if p.stats.get("cut_short")]
+        if cut and "cut_short" not in low.stats:
+            low.stats["cut_short"] = "; ".join(map(str, cut))
     return low
 
 
-def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict) -> Plan | None:
+def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict,
+              deadline: float = math.inf) -> Plan | None:
     """The least executed peak of the plans ``name`` makes with ``options``: one call for a
-    budget-free solver, at its own minimal budget where it has that shortcut, else bisection."""
-    search = _Search(graph, None, name, mode, options)
+    budget-free solver, at its own minimal budget where it has that shortcut, else bisection;
+    up to ``deadline`` (each call of a solver that takes a time limit gets what is left, the
+    shortcut too; the bisection stops there)."""
+    limited = math.isfinite(deadline)
+    search = _Search(graph, None, name, mode, options, deadline=deadline, time_aware=takes_time_limit(name))
     if spec.budget_free:
         search.call(None)
     elif spec.min_budget is not None:
-        search.call(spec.min_budget(graph, **options))
+        # half of what is left for the shortcut, the rest for the call at the budget it found
+        give = max((deadline - time.perf_counter()) / 2, 1e-3) if limited else math.inf
+        shortcut_end = time.perf_counter() + give
+        low = spec.min_budget(graph, **options, **({"time_limit": give} if limited else {}))
+        ran_out = time.perf_counter() > shortcut_end
+        search.call(low, force=True)
+        if ran_out:
+            note = f"{name}: its minimal-budget search ran to its time limit ({units(low)} found)"
+            search.cut_short = f"{note}; {search.cut_short}" if search.cut_short else note
     if search.lowest is None:
-        top = search.call(None)
+        top = search.call(None, force=True)  # out of time or not: a plan with no budget, its peak met
         if top is None:
             return None
         lo, hi = 0.0, top.peak
@@ -293,6 +349,8 @@ def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict) -> P
             progress.note(f"{name}: trying {units(mid)}, met at {units(hi)}")
             search.budget = mid
             p = search.call(mid)
+            if p is None and search.cut_short and time.perf_counter() > deadline:
+                break  # out of time: the least peak found so far
             if p is not None and p.peak <= mid * (1 + 1e-9):
                 hi = p.peak
             else:
@@ -301,6 +359,8 @@ def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict) -> P
                 break
     if search.lowest is not None:
         search.lowest.stats.update({k: v for k, v in options.items() if k != "time_limit"})
+        if search.cut_short:
+            search.lowest.stats["cut_short"] = search.cut_short
     return search.lowest
 
 

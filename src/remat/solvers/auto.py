@@ -15,7 +15,10 @@ Time: ``time_limit`` seconds for the whole call (default 30), shared among the c
 to run in proportion to ``WEIGHT`` (what a fast one leaves goes to the next). Solvers that honour a ``time_limit`` option
 get their share and return their best plan so far; on graphs of ``ISOLATE_NODES`` nodes and
 more, the others run in a child process that is stopped when its share is spent.
-``plan.stats["cut_short"]`` names each candidate cut short, and why.
+``plan.stats["cut_short"]`` names each candidate cut short, and why. auto's floor (its
+least-peak plan, sought by ``remat.judge`` when no plan fits a budget) has a limit of its own,
+``FLOOR_TIME_LIMIT`` (a third of auto's), shared among the candidates' floor searches the same
+way; a search that runs out stops at the least peak it found, a plan it made, so a budget met.
 
 Candidates: ``default_candidates()``, DEFAULT_CANDIDATES first (the fast, strong ones lead, so
 they are sure to get their time), then any other registered training solver. Solvers that
@@ -60,6 +63,9 @@ TIME_AWARE = {"selective", "blocks", "blocks-selective", "dp-approx", "dp-exact"
 # shares of the time limit, relative to 1 for the others: the strong ones first get more
 WEIGHT = {"selective": 6.0, "dp-approx": 4.0, "dp-exact": 2.0}
 DEFAULT_TIME_LIMIT = 30.0
+# auto's floor (its least-peak plan, ``remat.judge.floor``): sought when no plan fits a budget,
+# after the search at that budget, so it gets a third of auto's limit, shared like ``solve``'s
+FLOOR_TIME_LIMIT = DEFAULT_TIME_LIMIT / 3
 ISOLATE_NODES = 1000
 MILP_GAP_NODES = 40       # graphs this small get the gap to milp's bound (milp proves most in seconds)
 MILP_GAP_SECONDS = 1.0    # at most this long (and never past auto's time limit): auto stays fast
@@ -81,34 +87,53 @@ def default_candidates() -> tuple[str, ...]:
 
 
 def _floor(graph: Graph, mode: str = "time", candidates: tuple[str, ...] | None = None,
-           time_limit: float | None = DEFAULT_TIME_LIMIT, **options: Any) -> Plan | None:
+           time_limit: float | None = FLOOR_TIME_LIMIT, **options: Any) -> Plan | None:
     """auto's least-peak plan: the least of its candidates' floors (``remat.judge.floor``), those
-    found within ``time_limit`` seconds, fast candidates first; on large graphs each candidate's
-    search runs in a child process stopped when its share of the time is spent."""
+    found within ``time_limit`` seconds (default ``FLOOR_TIME_LIMIT``), fast candidates first,
+    each within its share of what is left (``WEIGHT``, as in ``solve``): a candidate's search
+    stops at its share with the least peak it found, on large graphs in a child process stopped
+    when the share is spent. ``stats["cut_short"]`` names the candidates whose floor search was
+    cut short or not run."""
     from ..judge import floor
 
     deadline = time.perf_counter() + (time_limit if time_limit is not None else float("inf"))
     names = [n for n in (candidates or default_candidates()) if _installed(n)]
+    weights = [WEIGHT.get(n, 1.0) for n in names]
     best: Plan | None = None
+    cut_short: dict[str, str] = {}
     for i, name in enumerate(names):
-        left = deadline - time.perf_counter()
+        now = time.perf_counter()
+        left = deadline - now
         if left <= 0 and best is not None:
-            break
-        share = max(2 * left / (len(names) - i), 1.0)
+            cut_short[name] = "floor not sought: the floor search's time limit was spent"
+            continue
+        share_end = now + max(left, 0.0) * weights[i] / sum(weights[i:])
         try:
             if len(graph) < ISOLATE_NODES or deadline == float("inf"):
-                low = floor(graph, name, mode)
-            else:
-                low = isolated(floor, (graph, name, mode), {}, min(share, max(left, 1.0)), name)
-        except (_TimedOut, ValueError, RuntimeError):
+                low = floor(graph, name, mode, deadline=share_end)
+            else:  # stopped from outside too, with room for the search to end at its own deadline
+                timeout = min(max(2 * left / (len(names) - i), 1.0), max(left, 1.0))
+                low = isolated(floor, (graph, name, mode), {"deadline": now + timeout / 2}, timeout, name)
+        except _TimedOut as e:
+            cut_short[name] = str(e)
             continue
+        except (ValueError, RuntimeError):
+            continue
+        if low is not None and low.stats.get("cut_short"):
+            cut_short[name] = str(low.stats["cut_short"])
+        elif low is None and time.perf_counter() > share_end:
+            cut_short[name] = "no plan found within its share of the floor search's time limit"
         if low is not None and (best is None or (low.peak, low.recompute_cost) < (best.peak, best.recompute_cost)):
             best = low
     if best is None:
         return None
+    stats = {**best.stats, "chosen": best.solver, "floor": True}
+    stats.pop("cut_short", None)
+    if cut_short:
+        stats["cut_short"] = cut_short
     return Plan(solver="auto", budget=best.peak, feasible=True, schedule=best.schedule, kept=best.kept,
                 stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost, mode=best.mode,
-                stats={**best.stats, "chosen": best.solver, "floor": True})
+                stats=stats)
 
 
 @register("auto", floor=_floor)

@@ -24,7 +24,10 @@ depend on both L and L' (T and M of ∂(L') \\ L). Speed, for graphs of thousand
 - dp-approx thins each Pareto front to one entry per ``resolution * T(V)`` of eq. (1) (the
   entry of least memory: feasibility is never lost, eq. (1) errs by at most that per stage;
   dp-exact keeps them exact); ``time_limit`` coarsens the fronts further when the sweep would
-  overrun it, and past it keeps one entry per lower set (``plan.stats["cut_short"]`` says so);
+  overrun it, and past it keeps one entry per lower set (which still decides feasibility
+  exactly); a sweep still running ``GRACE`` of the limit later (``MIN_GRACE`` seconds at least)
+  stops, its last stage going from the sets reached to V; the minimal-budget search stops at
+  the least feasible budget found (``plan.stats["cut_short"]`` says what was cut short);
 - ``coarsen=True`` (default from ``COARSEN_NODES`` nodes) restricts {L_v} to lower sets that
   split no chain of cheap ops (``remat.coarsen``); eq. (1) and (2) stay the full graph's.
 
@@ -53,6 +56,8 @@ EXACT_CAP = 4_096  # lower sets; past this the O(#L^2) sweep takes minutes (6,91
 RESOLUTION = 1e-4  # dp-approx's Pareto fronts are thinned to steps of this fraction of T(V)
 COARSEN_NODES = 2000  # dp-approx plans over coarsened lower sets (remat.coarsen) from this size
 DEFAULT_TIME_LIMIT = 60.0  # seconds for one dp-approx call; then its fronts are coarsened
+GRACE = 0.5       # a sweep past the time limit may run this share of the limit more (one entry per set) ...
+MIN_GRACE = 2.0   # ... or this many seconds, if more; then it stops and ends in V from the sets reached
 
 
 @dataclass
@@ -67,6 +72,15 @@ class _Family:
     boundary: list[np.ndarray]  # column indices of ∂(L)
     top: np.ndarray        # the one maximal element of L (-1: several, -2: none, i.e. L = ∅)
     maximal: list[np.ndarray]   # column indices of the maximal elements of L
+    max_ptr: np.ndarray = field(default=None)  # maximal elements of set q: max_idx[max_ptr[q]:max_ptr[q + 1]]
+    max_idx: np.ndarray = field(default=None)
+
+    def __post_init__(self) -> None:
+        if self.max_ptr is None:  # the maximal elements flat, for _subsets to test many sets at once
+            lens = np.fromiter((len(x) for x in self.maximal), dtype=np.int64, count=len(self.maximal))
+            self.max_ptr = np.concatenate(([0], np.cumsum(lens))).astype(np.int64)
+            self.max_idx = (np.concatenate(self.maximal).astype(np.int64) if len(self.maximal)
+                            else np.zeros(0, dtype=np.int64))
 
     @classmethod
     def build(cls, p: Poset, masks: list[int]) -> "_Family":
@@ -135,22 +149,54 @@ def _pareto(a: np.ndarray, m: np.ndarray, maximize: bool, step: float = 0.0) -> 
 
 @dataclass
 class _Budget:
-    """How fine the Pareto fronts are kept, and when to coarsen them to finish in time.
+    """How fine the Pareto fronts are kept, and when to coarsen them, or stop, to finish in time.
 
     ``step``: width in eq. (1) units of the intervals fronts are thinned to (0: exact).
     ``deadline``: a ``time.perf_counter()`` instant. When the sweep, at the rate it has run since
     the last change, would pass it, ``step`` grows eightfold (from a thousandth of T(V)); past
     T(V), and past the deadline, each lower set keeps only its entry of least cached memory,
-    which finishes in linear time with a plan that is still feasible.
+    which decides feasibility exactly and still finishes the sweep with a plan that fits.
+    ``grace``: seconds a sweep may run past the deadline (or past its own start, for one begun
+    after it) that way; then it stops (``stopped_at``): the remaining lower sets are skipped and
+    the last stage goes from the sets reached straight to V, a sequence that is still valid.
     """
 
     step: float = 0.0
     deadline: float = float("inf")
     total: float = 1.0
+    grace: float = 0.0
     first_step: float | None = None
     coarsened_at: tuple[int, int] | None = None   # (lower set, of how many) of the first change
+    stopped_at: tuple[int, int] | None = None     # (lower set, of how many) where a sweep last stopped
+    bisection: str | None = None                  # how a minimal-budget search was cut short
+    stopped: bool = False                         # whether the current (last) sweep stopped early
     _since: tuple[int, float] | None = None       # (lower set, time) of the last change
     _start: float = field(default_factory=time.perf_counter)
+    _sweep_end: float = float("inf")
+
+    @classmethod
+    def limited(cls, started: float, time_limit: float | None, **kw) -> "_Budget":
+        """A control for ``time_limit`` seconds from ``started`` (None: no limit), its grace
+        ``GRACE`` of the limit, at least ``MIN_GRACE`` seconds."""
+        if time_limit is None:
+            return cls(**kw)
+        return cls(deadline=started + time_limit, grace=max(GRACE * time_limit, MIN_GRACE), _start=started, **kw)
+
+    def sweep(self) -> None:
+        """A sweep begins: it may run until ``grace`` past the deadline, or past now if later."""
+        self.stopped = False
+        if self.deadline != float("inf"):
+            self._sweep_end = max(self.deadline, time.perf_counter()) + self.grace
+
+    def out_of_time(self) -> bool:
+        return time.perf_counter() > self.deadline
+
+    def must_stop(self, r: int, sets: int) -> bool:
+        """Whether the sweep must skip from lower set r to V (recorded when it must)."""
+        if self._sweep_end == float("inf") or time.perf_counter() <= self._sweep_end:
+            return False
+        self.stopped, self.stopped_at = True, (r, sets)
+        return True
 
     def adjust(self, r: int, sets: int) -> None:
         if self.deadline == float("inf") or self.step == float("inf"):
@@ -158,6 +204,8 @@ class _Budget:
         now = time.perf_counter()
         if self._since is None or r < self._since[0]:  # a new sweep
             self._since = (r, now)
+            if now > self.deadline:  # begun after the deadline: one entry per set at once
+                self._coarsen(r, sets, float("inf"))
             return
         if now > self.deadline:
             self._coarsen(r, sets, float("inf"))
@@ -180,11 +228,17 @@ class _Budget:
 
     def report(self) -> str | None:
         """What the time limit changed, for ``plan.stats["cut_short"]``."""
-        if self.coarsened_at is None:
-            return None
-        to = "one entry per lower set" if self.step == float("inf") else f"steps of {self.step:.4g}"
-        return (f"time limit: Pareto fronts coarsened from steps of {self.first_step:.4g} to {to}, "
-                f"from lower set {self.coarsened_at[0]} of {self.coarsened_at[1]} on")
+        notes = []
+        if self.bisection:
+            notes.append(self.bisection)
+        if self.coarsened_at is not None:
+            to = "one entry per lower set" if self.step == float("inf") else f"steps of {self.step:.4g}"
+            notes.append(f"time limit: Pareto fronts coarsened from steps of {self.first_step:.4g} to {to}, "
+                         f"from lower set {self.coarsened_at[0]} of {self.coarsened_at[1]} on")
+        if self.stopped_at is not None:
+            notes.append(f"time limit: the sweep stopped at lower set {self.stopped_at[0]} of {self.stopped_at[1]}, "
+                         f"its last stage going from the sets reached to V")
+        return "; ".join(notes) or None
 
 
 def _run_dp(p: Poset, fam: _Family, budget: float, objective: str, control: _Budget | None = None,
@@ -212,14 +266,23 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str, control: _Bud
     best_key = np.zeros(len(fam.masks))        # its best key ...
     m_at_best = np.zeros(len(fam.masks))       # ... and that entry's m
     least_m[0] = 0.0
-    for r in range(1, len(fam.masks)):
+    last = len(fam.masks) - 1
+    control.sweep()
+    r = 0
+    while r < last:
+        r += 1
         control.adjust(r, len(fam.masks))
+        if control.step == float("inf"):
+            cap = float("inf")  # out of time: decide feasibility exactly rather than sweep again
+        if r < last and control.must_stop(r, len(fam.masks)):
+            r = last  # out of time, grace included: from the sets reached straight to V
         # predecessors: proper subsets of L' (all processed already: sets are sorted by size)
         # ... and, under a finite budget, only those leaving a stage V' small enough to fit:
         # line 6 needs 2 M(V') + M(δ+...) + M(δ−(δ+...)) <= B since opt[L, t] >= 0
         close = fam.mem[:r] >= fam.mem[r] - (budget - fam.extra[r]) / 2 - 1e-9
         # ... with an entry that can fit the stage at all
         close &= least_m[:r] + 2 * (fam.mem[r] - fam.mem[:r]) + fam.extra[r] <= budget * (1 + 1e-12) + 1e-9
+        close &= count[:r] > 0
         rows = _subsets(fam, r, np.flatnonzero(close))
         if rows.size == 0:
             continue
@@ -233,7 +296,7 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str, control: _Bud
         if cap != float("inf"):
             low = best_key[rows] + step_t <= cap
             rows, d_mem, stage, step_t = rows[low], d_mem[low], stage[low], step_t[low]
-        if objective != "feasible" and rows.size > 1:
+        if objective != "feasible" and control.step != float("inf") and rows.size > 1:  # (else: least m only)
             live = _undominated_sets(sign * step_t, d_mem, stage, budget, best_key[rows], m_at_best[rows],
                                      key_at_least_m[rows], least_m[rows])
             rows, d_mem, stage, step_t = rows[live], d_mem[live], stage[live], step_t[live]
@@ -263,7 +326,7 @@ def _run_dp(p: Poset, fam: _Family, budget: float, objective: str, control: _Bud
         least_m[r], key_at_least_m[r] = m_keep[i], k_keep[i]
         best_key[r], m_at_best[r] = k_keep[j], m_keep[j]
         ents.add(np.full(keep.size, r), new_a[keep], new_m[keep], idx[keep])
-    full_row = len(fam.masks) - 1
+    full_row = last
     if fam.masks[full_row] != p.full or count[full_row] == 0:
         return ents, None
     vals = ents.a[start[full_row]:start[full_row] + count[full_row]]
@@ -292,13 +355,19 @@ def _undominated_sets(shift: np.ndarray, d_mem: np.ndarray, stage: np.ndarray, b
 
 
 def _subsets(fam: _Family, r: int, rows: np.ndarray) -> np.ndarray:
-    """The sets among ``rows`` that are subsets of set r."""
+    """The sets among ``rows`` that are subsets of set r: those whose maximal elements are all in
+    it (one lookup for a set with one maximal element; the others at once, flattened)."""
     top = fam.top[rows]
     ok = top == -2
     one = top >= 0
     ok[one] = fam.member[r, top[one]]
-    for i in np.flatnonzero(top == -1):
-        ok[i] = fam.member[r, fam.maximal[rows[i]]].all()
+    several = np.flatnonzero(top == -1)
+    if several.size:
+        sets = rows[several]
+        first, lens = fam.max_ptr[sets], fam.max_ptr[sets + 1] - fam.max_ptr[sets]
+        ends = np.cumsum(lens)
+        flat = np.repeat(first - ends + lens, lens) + np.arange(int(ends[-1]))
+        ok[several] = np.logical_and.reduceat(fam.member[r, fam.max_idx[flat]], ends - lens)
     return rows[ok]
 
 
@@ -387,27 +456,41 @@ def _first_cap(objective: str, budget: float, total: float, memory: float) -> fl
     return total * min(max(short ** 3, 1 / 16), 1.0)
 
 
-def _dp_min_budget(graph: Graph, exact: bool, cap: int = EXACT_CAP, coarsen: bool | str | None = False) -> float:
-    """The smallest budget with a feasible sequence over the family (seed 000 §5.1)."""
+def _dp_min_budget(graph: Graph, exact: bool, cap: int = EXACT_CAP, coarsen: bool | str | None = False,
+                   time_limit: float | None = None) -> float:
+    """The smallest budget with a feasible sequence over the family (seed 000 §5.1); with
+    ``time_limit``, the least found within it (always a budget with a feasible sequence)."""
+    started = time.perf_counter()
+    if time_limit is not None and not time_limit > 0:
+        raise SolverError(f"{'dp-exact' if exact else 'dp-approx'}: time_limit must be > 0 seconds, got {time_limit!r}")
     p = Poset.of(graph)
     try:
-        return _min_peak(p, _family(p, exact, cap, graph, _default_coarsen(graph, coarsen)), graph)
+        fam = _family(p, exact, cap, graph, _default_coarsen(graph, coarsen))
     except TooManyLowerSets as e:
         raise SolverError(f"{'dp-exact' if exact else 'dp-approx'}: {e}") from None
+    return _min_peak(p, fam, graph, _Budget.limited(started, time_limit))
 
 
-def _min_peak(p: Poset, fam: _Family, graph: Graph) -> float:
+def _min_peak(p: Poset, fam: _Family, graph: Graph, control: _Budget | None = None) -> float:
     """Binary search on the budget with the exact feasibility DP; returns the eq. (2) peak of
-    the least-memory sequence found, so that budget is itself feasible."""
-    ents, best = _run_dp(p, fam, float("inf"), "feasible")
+    the least-memory sequence found, so that budget is itself feasible. Past ``control``'s
+    deadline the search stops at the least such peak found so far (``control.bisection`` says so)."""
+    control = control or _Budget()
+    ents, best = _run_dp(p, fam, float("inf"), "feasible", control)
     hi = _peak_of(p, fam, ents, best)
     lo = 0.0
     integral = all(float(m).is_integer() for m in p.mem_of)
     # to the unit on integral sizes up to a million units, else to a millionth of the peak
     while hi - lo > max(1.0 if integral else 0.0, 1e-6 * hi):
+        if control.out_of_time():
+            control.bisection = (f"time limit: the minimal-budget search stopped at {hi:.6g}, a feasible "
+                                 f"budget (the least lies between {lo:.6g} and it)")
+            break
         mid = (lo + hi) // 2 if integral else (lo + hi) / 2
-        ents, best = _run_dp(p, fam, mid, "feasible")
+        ents, best = _run_dp(p, fam, mid, "feasible", control)
         if best is None:
+            if control.stopped:  # a sweep stopped early proves nothing infeasible
+                continue
             lo = mid
         else:
             hi = min(mid, _peak_of(p, fam, ents, best))
@@ -439,23 +522,27 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
         fam = _family(p, exact, cap, graph, coarsen)
     except TooManyLowerSets as e:
         raise SolverError(f"{name}: {e}") from None
-    if mode == "memory" and budget is None:
-        budget_used = _min_peak(p, fam, graph)
+    floor_note = None
+    if mode == "memory" and budget is None:  # the least budget first, within half the time limit
+        floor_control = _Budget.limited(started, None if time_limit is None else time_limit / 2)
+        budget_used = _min_peak(p, fam, graph, floor_control)
+        floor_note = floor_control.bisection
     else:
         budget_used = float("inf") if budget is None else float(budget)
     total = float(sum(p.cost_of)) or 1.0
-    control = _Budget(step=resolution * total, total=total,
-                      deadline=started + time_limit if time_limit is not None else float("inf"))
+    control = _Budget.limited(started, time_limit, step=resolution * total, total=total)
     objective = "max" if mode == "memory" else "min"
     cap = _first_cap(objective, budget_used, total, float(sum(p.mem_of)))
     while True:  # widen the bound on eq. (1) twofold until a sequence fits under it
         ents, best = _run_dp(p, fam, budget_used, objective, control, cap=cap)
-        if best is not None or cap == float("inf"):
-            break
-        cap = cap * 2 if cap * 2 < total else float("inf")
+        if best is not None or cap == float("inf") or control.stopped:
+            break  # (a sweep that stopped at its grace: another would too)
+        # out of time: one last sweep with no bound (it keeps one entry per set, fast)
+        cap = cap * 2 if cap * 2 < total and not control.out_of_time() else float("inf")
     stats = {"lower_sets": len(fam.masks) - 1, "resolution": resolution, "coarse_family": coarsen}
-    if control.report():
-        stats["cut_short"] = control.report()
+    cut = "; ".join(x for x in (floor_note, control.report()) if x)
+    if cut:
+        stats["cut_short"] = cut
     if best is None:
         return infeasible(name, budget, "", mode=mode, stats=stats)
     stages = _trace(p, fam, ents, best)
@@ -470,7 +557,8 @@ FLOOR_VARIANTS = ({}, {"coarsen": "chains"})
 
 
 @register("dp-exact", min_budget=lambda g, **o: _dp_min_budget(g, exact=True, cap=o.get("cap", EXACT_CAP),
-                                                               coarsen=o.get("coarsen", False)))
+                                                               coarsen=o.get("coarsen", False),
+                                                               time_limit=o.get("time_limit")))
 def solve_exact(graph: Graph, budget: float | None = None, mode: str = "time",
                 cap: int = EXACT_CAP, resolution: float = 0.0, time_limit: float | None = None,
                 coarsen: bool | str = False, **options) -> Plan:
@@ -480,7 +568,8 @@ def solve_exact(graph: Graph, budget: float | None = None, mode: str = "time",
                      time_limit=time_limit, coarsen=coarsen)
 
 
-@register("dp-approx", min_budget=lambda g, **o: _dp_min_budget(g, exact=False, coarsen=o.get("coarsen")),
+@register("dp-approx", min_budget=lambda g, **o: _dp_min_budget(g, exact=False, coarsen=o.get("coarsen"),
+                                                                time_limit=o.get("time_limit")),
           variants=FLOOR_VARIANTS)
 def solve_approx(graph: Graph, budget: float | None = None, mode: str = "time",
                  resolution: float = RESOLUTION, time_limit: float | None = DEFAULT_TIME_LIMIT,
