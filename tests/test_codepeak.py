@@ -5,6 +5,7 @@ import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from remat.compiled.codepeak import REALIZE_READS, _storages, fused_values
+from remat.measure import cpu_allocations
 
 
 def _graph(f, *shapes):
@@ -189,7 +190,7 @@ def test_a_convolution_workspace_is_what_it_allocates_beyond_its_outputs(tmp_pat
     conv = next(n for n in gm.graph.nodes if "convolution" in str(n.target))
     with torch.no_grad():
         args = [torch.rand(2, 4, 8, 8), torch.rand(4, 4, 3, 3)]
-        events, out = ws._cpu_events(lambda: torch.ops.aten.convolution.default(*args, None, [1, 1], [1, 1],
+        events, out = cpu_allocations(lambda: torch.ops.aten.convolution.default(*args, None, [1, 1], [1, 1],
                                                                                 [1, 1], False, [0, 0], 1))
     expected = _running_peak(events) - out.untyped_storage().nbytes()
     assert ws.workspace(conv) == expected
@@ -217,7 +218,7 @@ def test_a_matmul_workspace_is_what_it_allocates_beyond_its_output(tmp_path, mon
         assert ws.has_workspace(mm)
         a, b = torch.rand(128, 64, dtype=dtype), torch.rand(64, 256, dtype=dtype)
         torch.mm(a, b)  # warm, as ``_measure`` does
-        events, out = ws._cpu_events(lambda: torch.mm(a, b))
+        events, out = cpu_allocations(lambda: torch.mm(a, b))
         assert ws.workspace(mm) == max(_running_peak(events) - out.untyped_storage().nbytes(), 0)
 
 
@@ -254,7 +255,7 @@ def test_a_returned_weight_gradient_is_left_out_of_the_backward_convolution_peak
     with torch.no_grad():
         args = [torch.rand(s) for s in shapes]
         bwd(*args)
-        events, (gx, gw, _) = ws._cpu_events(lambda: bwd(*args))
+        events, (gx, gw, _) = cpu_allocations(lambda: bwd(*args))
     kept = _running_peak(events, {gw.untyped_storage().data_ptr()}) - gx.untyped_storage().nbytes()
     both = _running_peak(events) - gx.untyped_storage().nbytes() - gw.untyped_storage().nbytes()
     assert ws.workspace(node, uncounted=frozenset({1})) == kept

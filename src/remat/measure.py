@@ -225,13 +225,21 @@ def _tracker_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
 
 
 def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
+    gc.collect()
+    events, _ = cpu_allocations(step)
+    # an allocation at a gradient's address that is never freed is that gradient
+    return replay_peak(events, {p.grad.data_ptr() for p in params if p.grad is not None})
+
+
+def cpu_allocations(fn: Callable[[], Any]) -> tuple[list[tuple[int, int, int]], Any]:
+    """The CPU allocations and frees (time ns, pointer, +-bytes) while ``fn`` runs, in time order
+    (``torch.profiler`` memory events), and what ``fn`` returned."""
     from torch.profiler import ProfilerActivity
 
     from .progress import quiet_profiler
 
-    gc.collect()
     with quiet_profiler(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:  # no USDT lines
-        step()
+        out = fn()
     events = []
     stack = list(prof.profiler.kineto_results.experimental_event_tree())
     while stack:
@@ -241,10 +249,13 @@ def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
             ex = e.extra_fields
             if ex.device.type == "cpu":
                 events.append((e.start_time_ns, ex.ptr, ex.alloc_size))
-    events.sort()
-    grads = {p.grad.data_ptr() for p in params if p.grad is not None}
-    # frees of blocks allocated before the step are not ours; an allocation at a gradient's
-    # address that is never freed is that gradient
+    return sorted(events), out
+
+
+def replay_peak(events: list[tuple[int, int, int]], left_out: set[int] = frozenset()) -> int:
+    """The highest running total of ``events`` (``cpu_allocations``). Frees of blocks allocated
+    before are not counted; the last allocation at an address in ``left_out`` that is never freed
+    is left out (a gradient the step hands to ``.grad``, an output not counted)."""
     open_at: dict[int, int] = {}
     counted: list[tuple[int, int]] = []  # (allocation index, signed bytes)
     for i, (_, ptr, size) in enumerate(events):
@@ -253,7 +264,7 @@ def _profiler_peak(step: Callable[[], None], params: list[torch.Tensor]) -> int:
             counted.append((i, size))
         elif ptr in open_at:
             counted.append((open_at.pop(ptr), size))
-    skip = {i for ptr, i in open_at.items() if ptr in grads}
+    skip = {i for ptr, i in open_at.items() if ptr in left_out}
     cur = best = 0
     for i, size in counted:
         if i in skip:

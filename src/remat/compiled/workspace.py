@@ -19,6 +19,7 @@ import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
 
+from ..measure import cpu_allocations, replay_peak
 from .costs import Cache, _real, node_device, op_key, real_mode, unrunnable
 
 _memo: dict[tuple[str, str], float] = {}
@@ -63,9 +64,8 @@ def workspace(n: fx.Node, channels_last: bool = False, uncounted: frozenset[int]
             except Exception:  # noqa: BLE001 - fails on synthetic inputs: no workspace counted
                 found = {}
             prefix = key[:key.index(":") + 1]
-            for m in range(1 << _outputs(n)):
+            for m in range(max(1 << _outputs(n), mask + 1)):
                 cache.put(f"{prefix}{m}:{op_key(n)}", float(found.get(m, 0)))
-            cache.put(key, float(found.get(mask, 0)))
             cache.save()
         _memo[memo] = cache.ops[key]
     return _memo[memo]
@@ -98,7 +98,7 @@ def _measure(n: fx.Node, device: torch.device, channels_last: bool) -> dict[int,
             events = None
             peak = torch.cuda.max_memory_allocated(device) - base
         else:
-            events, out = _cpu_events(lambda: n.target(*args, **kwargs))
+            events, out = cpu_allocations(lambda: n.target(*args, **kwargs))
         outs = [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
         ptrs = [t.untyped_storage().data_ptr() for t in outs]
         sizes = {p: t.untyped_storage().nbytes() for p, t in zip(ptrs, outs)}
@@ -107,43 +107,7 @@ def _measure(n: fx.Node, device: torch.device, channels_last: bool) -> dict[int,
         skipped = {p for j, p in enumerate(ptrs) if mask >> j & 1}
         made = sum(size for p, size in sizes.items() if p not in skipped)
         if events is not None:
-            peak = _replay(events, skipped)
+            peak = replay_peak(events, skipped)
         # on CUDA the order is not known: the uncounted outputs are taken as allocated at the peak
         found[mask] = max(int(peak) - int(made), 0)
     return found
-
-
-def _replay(events: list[tuple[int, int, int]], skipped: set[int]) -> int:
-    """Peak of the allocations (time, ptr, +-bytes), leaving out those of the storages at
-    ``skipped`` that outlive the op (the outputs left uncounted)."""
-    open_at: dict[int, int] = {}
-    for i, (_, ptr, size) in enumerate(events):
-        if size > 0:
-            open_at[ptr] = i
-        elif ptr in open_at:
-            open_at.pop(ptr)
-    skip = {i for ptr, i in open_at.items() if ptr in skipped}
-    cur = peak = 0
-    for i, (_, _, size) in enumerate(events):
-        if i not in skip:
-            cur += size
-            peak = max(peak, cur)
-    return peak
-
-
-def _cpu_events(fn: Any) -> tuple[list[tuple[int, int, int]], Any]:
-    """The CPU allocations and frees (time, ptr, +-bytes) while ``fn`` runs, and its result."""
-    from torch.profiler import ProfilerActivity
-
-    from ..progress import quiet_profiler
-
-    with quiet_profiler(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
-        out = fn()
-    events = []
-    stack = list(prof.profiler.kineto_results.experimental_event_tree())
-    while stack:
-        e = stack.pop()
-        stack += e.children
-        if e.tag == torch._C._profiler._EventType.Allocation and e.extra_fields.device.type == "cpu":
-            events.append((e.start_time_ns, e.extra_fields.ptr, e.extra_fields.alloc_size))
-    return sorted(events), out
