@@ -254,7 +254,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
 def run(step: Step, args: tuple, kwargs: dict) -> Any:
     """Call a compiled step: autocast off around it (its casts are in the graph)."""
     with _autocast_off():
-        out = step.fn(*step.flat.tensors(args, plain_mask(step.flat.model, kwargs)))
+        out = step.fn(*step.flat.tensors(args, kwargs))
     return step.flat.rebuild(out)
 
 
@@ -401,6 +401,7 @@ class CompiledModule(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not (torch.is_grad_enabled() and self.module.training):
             return self.module(*args, **kwargs)
+        kwargs = plain_mask(self.module, kwargs)  # once per step: the key and the call see the same inputs
         key = plan_key(self.module, args, kwargs)
         step = self._steps.get(key)
         if step is None:
