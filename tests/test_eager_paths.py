@@ -121,11 +121,11 @@ def test_a_padded_batch_keeps_its_mask_and_is_planned_as_its_own_signature():
     assert len(module._steps) == 2
 
 
-def test_a_budget_under_the_ops_own_temporaries_is_refused_before_measuring_and_the_named_one_is_met():
+def test_a_budget_under_the_ops_own_temporaries_is_refused_naming_one_that_is_met():
     """On the CPU a depthwise 7x7 convolution's backward allocates im2col columns many times its
     input, which no plan can avoid. Measured at the allocator level (as the generated code's walk
-    predicts), a budget below that is refused up front, naming the bytes the least plan needs; at
-    those bytes the plan runs and measures within them."""
+    predicts), a budget below that is refused after one measured step, naming the bytes the least
+    plan needs; at those bytes the plan runs and measures within them."""
     import re
 
     class DepthwiseBlock(nn.Module):  # ConvNext's token mixer

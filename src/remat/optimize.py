@@ -199,14 +199,15 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
                                                    name=type(model).__name__))
     step = module.compile_for(args, kwargs, make_planner())
     target = step.planned.budget
-    if verify and step.planned.peak > target * (1 + max(tolerance, 0.0)):
-        raise _over_before_measuring(step.planned, target, vanilla, solver)
     planning, least = target, math.inf
     for k in range(rounds + 1 if verify else 0):
         measured = measure_restoring(module, example_inputs, method)
         report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
         if measured.peak <= target * (1 + tolerance):
             break
+        if k and step.planned.peak > target * (1 + max(tolerance, 0.0)):
+            # a re-plan within less, predicted over too: the planner found no plan whose code fits
+            raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver)
         if k == rounds:
             over = measured.peak - target
             raise InfeasibleError(
@@ -219,6 +220,8 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
         try:
             step = module.compile_for(args, kwargs, make_planner(planning))
         except InfeasibleError:  # no plan within the tightened planning budget: name the real one
+            if step.planned.peak > target * (1 + max(tolerance, 0.0)):  # its code was predicted over as well
+                raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver) from None
             raise InfeasibleError(
                 f"budget {fmt_bytes(target)} cannot be met on the real step: the generated code of "
                 f"{solver}'s least plan peaks at {fmt_bytes(least)} ({measured.method}, {int(math.ceil(least))} "
@@ -232,19 +235,22 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
     return module
 
 
-def _over_before_measuring(planned: Any, target: float, vanilla: float | None, solver: str) -> InfeasibleError:
-    """The least plan's generated code is predicted over the budget: say so before measuring.
+def _least_plan_over(planned: Any, target: float, measured: float, vanilla: float | None,
+                     solver: str) -> InfeasibleError:
+    """The step measured over the budget, and a re-plan's generated code was predicted over it too
+    (the planner searched down to its floor for one that fits): name what it needs.
 
     The walk of the generated code counts what the planning graph does not (temporaries inside
     ops: on the CPU a depthwise convolution's backward allocates im2col columns many times its
-    input), so a budget the planning graph meets can be below every plan's real peak."""
-    need = planned.peak
+    input), so a budget the planning graph meets can be below every plan's real peak. The walk
+    may also over-predict, so a plan predicted over is measured before it is refused."""
+    need = max(planned.peak, measured)
     share = f" ({100 * need / vanilla:.1f}% of the measured vanilla peak)" if vanilla else ""
     return InfeasibleError(
         f"budget {fmt_bytes(target)} is below what remat's least plan ({planned.plan.stats.get('chosen', solver)}) "
-        f"needs when it runs: its generated code peaks at {fmt_bytes(need)}{share}, temporaries inside ops "
-        f"(such as convolution workspaces) included. Raise the budget to at least {fmt_bytes(need)} "
-        f"({int(math.ceil(need))} bytes)")
+        f"needs when it runs: it measured {fmt_bytes(measured)} against {fmt_bytes(planned.peak)} predicted for its "
+        f"generated code{share}, temporaries inside ops (such as convolution workspaces) included. Raise the "
+        f"budget to at least {fmt_bytes(need)} ({int(math.ceil(need))} bytes)")
 
 
 def _unwrap_compiled(model: nn.Module) -> nn.Module:
