@@ -55,6 +55,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from . import progress
 from .errors import CaptureError, InputError
 from .graph import Graph
+from .hf_inputs import eager_positions, packed_positions
 
 COSTS = ("flops", "profile", "paper")
 
@@ -147,7 +148,8 @@ def trace(model: nn.Module, example_inputs: Any, cost: str = "flops", name: str 
         return [x for x in out_leaves if isinstance(x, torch.Tensor)]
 
     label = name or type(model).__name__
-    gm = _make_fx(fn, flat, label)
+    with eager_positions(packed_positions(kwargs)):
+        gm = _make_fx(fn, flat, label)
     out_leaves = _output_leaves(out_info["leaves"], gm, label)
     prog = _build(gm, flat, state_names, len(params), set(buffers), cost, label)
     prog.in_spec, prog.tensor_positions, prog.const_leaves = in_spec, tensor_positions, const_leaves
@@ -166,11 +168,12 @@ def split_inputs(example_inputs: Any) -> tuple[tuple, dict]:
 
 
 def signature(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
-    """What a trace depends on: input shapes/dtypes/devices, constants, train/eval of each module."""
+    """What a trace depends on: input shapes/dtypes/devices, constants, train/eval of each module,
+    and whether Hugging Face position ids mark packed sequences (``hf_inputs``)."""
     leaves, spec = pytree.tree_flatten((args, kwargs))
     desc = tuple((tuple(x.shape), x.dtype, x.device, x.requires_grad) if isinstance(x, torch.Tensor)
                  else ("const", repr(x)) for x in leaves)
-    return (str(spec), desc, tuple(m.training for m in model.modules()))
+    return (str(spec), desc, tuple(m.training for m in model.modules()), packed_positions(kwargs))
 
 
 # ---------------------------------------------------------------------------------------------

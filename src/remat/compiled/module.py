@@ -11,7 +11,6 @@ speed. Evaluation and ``no_grad`` calls run the model itself.
 from __future__ import annotations
 
 import contextlib
-import inspect
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -20,6 +19,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from .eager_ops import eager_dropout
+from ..hf_inputs import eager_positions, packed_positions, plain_mask
 from .partitioner import Planned, Planner
 
 AUTOCAST_DEVICES = ("cpu", "cuda")
@@ -44,28 +44,6 @@ def plan_key(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
 
     kwargs = plain_mask(model, kwargs)
     return (*signature(model, args, kwargs), autocast_state())
-
-
-def plain_mask(model: nn.Module, kwargs: dict) -> dict:
-    """A Hugging Face model's all-ones ``attention_mask`` (what a tokenizer returns for a batch
-    without padding) given as None, which the model reads the same way.
-
-    Eager transformers checks the mask's values and, when it is all ones, runs attention without
-    it (``is_causal`` scaled-dot-product attention); traced, it cannot look at values and always
-    applies the mask, which rounds differently: on a tiny Qwen2 the gradients were 3e-7 apart in
-    fp32 and 0.9% under bf16 autocast. Given None, the traced step runs eager's own path, and a
-    batch with padding is planned as a signature of its own."""
-    mask = kwargs.get("attention_mask")
-    if (not isinstance(mask, torch.Tensor) or mask.dim() != 2 or mask.is_floating_point()
-            or not type(model).__module__.startswith("transformers.")):
-        return kwargs
-    try:
-        default = inspect.signature(model.forward).parameters["attention_mask"].default
-    except (KeyError, TypeError, ValueError):
-        return kwargs
-    if default is not None or not bool(mask.all()):
-        return kwargs
-    return {**kwargs, "attention_mask": None}
 
 
 class _Flat(nn.Module):
@@ -226,6 +204,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     from torch._functorch.aot_autograd import aot_module_simplified
 
     kwargs = plain_mask(model, kwargs)
+    packed = packed_positions(kwargs)
     flat = _Flat(model, args, kwargs)
     started = time.perf_counter()
     count = len(planner.planned)
@@ -237,7 +216,8 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     from ..errors import RematError, StepError
 
     try:  # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
-        with _autocast_off(), _compiling(), _module_paths(model), eager_dropout(), quiet_torch_logs(), \
+        with _autocast_off(), _compiling(), _module_paths(model), eager_dropout(), eager_positions(packed), \
+                quiet_torch_logs(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
             fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=fx_codegen,
                                        bw_compiler=fx_codegen, partition_fn=planner)
