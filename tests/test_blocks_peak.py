@@ -8,8 +8,11 @@ remat's plan, given transformers' measured peak as its budget, must fit and meas
 with the same loss and gradients as the plain step. The vocabulary is large enough for the step
 to peak in the loss's backward, as the benchmark's GPT-2 does: there, before the solver trimmed
 the values outside the blocks (``trim_outside``), its plan peaked above transformers' (3,349,632
-bytes against 3,321,272: the causal mask the traced model materializes, and a generator state
-per dropout rather than per block) and the budget was refused; trimmed it measures 3,246,664.
+bytes against 3,321,272: the causal mask the traced model materialized, and a generator state
+per dropout rather than per block) and the budget was refused; trimmed it measured 3,246,664.
+Since the trace runs eager's unmasked attention (``hf_inputs``) and the loss's log-softmax
+gradient is written over the incoming one (``compiled.inplace``), the untrimmed plan measures
+2,293,900 (trimming is tested on hand-sized graphs in ``test_frontier``).
 """
 
 from __future__ import annotations
@@ -56,7 +59,6 @@ def test_blocks_plan_measures_no_higher_than_transformers_per_block_checkpointin
     planned = remat.optimize(model, inputs, peer, solver="blocks")
     plan = planned.plan
     assert plan.solver == "blocks" and plan.feasible and plan.stats["checkpointed"] == 2
-    assert plan.stats["trimmed"]  # the untrimmed plan does not fit here
     assert plan.peak <= peer
     ours = measure(planned, inputs, method="profiler").peak
     assert ours <= peer, f"remat blocks measured {ours} bytes, transformers per-block {peer}"

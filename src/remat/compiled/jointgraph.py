@@ -339,16 +339,22 @@ def _set_module(g: Graph, v: str, module: str) -> None:
 
 
 _PASSTHROUGH = {"add.Tensor": (0, 1), "sub.Tensor": (0,), "clone.default": (0,)}
+# the generated eager backward writes these ops' gradient over the incoming one (``inplace``)
+_OVERWRITTEN = ("_log_softmax.default", "_softmax.default")
 
 
 def _grad_alias(n: fx.Node, owners: dict[fx.Node, tuple[str, ...]], inputs: tuple[str, ...]) -> list[str]:
-    """Inputs whose gradient is this node's own gradient buffer (add, sub's first input, clone, cat)."""
+    """Inputs whose gradient is this node's own gradient buffer (add, sub's first input, clone, cat;
+    a softmax or log-softmax over the last dimension, whose gradient the generated code writes over
+    the incoming one)."""
     key = str(n.target).replace("aten.", "")
     out = n.meta.get("val")
     if not isinstance(out, torch.Tensor):
         return []
     if key in ("cat.default", "stack.default"):
         args = [a for a in n.args[0] if isinstance(a, fx.Node)]
+    elif key in _OVERWRITTEN and n.args[1] in (-1, out.dim() - 1) and isinstance(n.args[0], fx.Node):
+        args = [n.args[0]]
     elif key in _PASSTHROUGH and n.kwargs.get("alpha", 1) == 1:
         args = [n.args[i] for i in _PASSTHROUGH[key] if i < len(n.args) and isinstance(n.args[i], fx.Node)]
     else:

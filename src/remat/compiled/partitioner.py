@@ -25,6 +25,7 @@ from ..plan import Plan
 from ..simulate import Simulation
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
+from .inplace import reuse_dying_gradients
 from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
 from .split import Split, split
@@ -591,6 +592,8 @@ class Planner:
             steps = without_tail(steps)
             prediction = simulate(jg.graph, steps)
         sp = split(jg, steps)
+        if not self._fused:  # fx-generated code: a dying gradient's buffer takes a softmax's gradient
+            reuse_dying_gradients(sp.backward)
         return steps, prediction, sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
