@@ -144,3 +144,13 @@ def test_min_budget_within_a_time_limit_is_a_budget_that_fits():
     assert time.perf_counter() - started < 10 * 0.2 + 5
     assert low >= min_budget(g, solver="dp-exact")  # never below the true minimum ...
     assert solve(g, low, solver="dp-exact").feasible  # ... and met
+
+
+@pytest.mark.parametrize("name", ["dp-approx", "dp-exact"])
+def test_an_infeasible_answer_says_why(name):
+    """The solver's own infeasible plan names the budget (auto's list of what it tried shows it)."""
+    g = remat.Graph()
+    g.add_node("a", 10, 1)
+    g.add_node("b", 10, 1, ["a"])
+    plan = solvers.get(name).fn(g, 1, mode="time", problem="training")
+    assert plan.status == "infeasible" and "fits budget 1" in plan.message

@@ -544,7 +544,9 @@ def _dp_solve(graph: Graph, budget: float | None, mode: str, exact: bool, name: 
     if cut:
         stats["cut_short"] = cut
     if best is None:
-        return infeasible(name, budget, "", mode=mode, stats=stats)
+        why = (f"no sequence of lower sets fits budget {budget_used:g} in the canonical strategy's "
+               f"eq. (2) over {stats['lower_sets']} lower sets" + (f" ({cut})" if cut else ""))
+        return infeasible(name, budget, why, mode=mode, stats=stats)
     stages = _trace(p, fam, ents, best)
     return stage_plan(graph, stages, name, budget, started, mode=mode, planning_budget=budget_used, **stats)
 
@@ -613,7 +615,8 @@ def solve_exhaustive(graph: Graph, budget: float | None = None, mode: str = "tim
 
     dfs(0, 0, 0.0, [])
     if best is None:
-        return infeasible("dp-exhaustive", budget, "", mode=mode)
+        return infeasible("dp-exhaustive", budget, f"no sequence of lower sets fits budget {limit:g} in the "
+                          "canonical strategy's eq. (2)", mode=mode)
     stages, prev = [], 0
     for lo in best[1]:
         stages.append(p.ids(lo & ~prev))
