@@ -16,6 +16,8 @@ import torch
 import torch.fx as fx
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .codepeak import _storages
+
 aten = torch.ops.aten
 
 # op -> (its out= overload, the name of the out argument)
@@ -23,16 +25,6 @@ REUSABLE = {
     aten._log_softmax_backward_data.default: (aten._log_softmax_backward_data.out, "out"),
     aten._softmax_backward_data.default: (aten._softmax_backward_data.out, "grad_input"),
 }
-
-
-def _storage(n: object) -> StorageWeakRef | None:
-    val = n.meta.get("val") if isinstance(n, fx.Node) else None
-    if not isinstance(val, torch.Tensor):
-        return None
-    try:
-        return StorageWeakRef(val.untyped_storage())
-    except (RuntimeError, NotImplementedError):
-        return None
 
 
 def _same_layout(a: torch.Tensor, b: torch.Tensor) -> bool:
@@ -49,20 +41,20 @@ def reuse_dying_gradients(gm: fx.GraphModule) -> int:
     holders: dict[StorageWeakRef, list[fx.Node]] = {}
     last_read: dict[StorageWeakRef, int] = {}
     for n in nodes:
-        st = _storage(n)
-        if st is not None:
+        for st, _ in _storages(n):
             holders.setdefault(st, []).append(n)
         for a in n.all_input_nodes:
-            sa = _storage(a)
-            if sa is not None:
+            for sa, _ in _storages(a):
                 last_read[sa] = max(last_read.get(sa, -1), index[n])
     done = 0
     for n in nodes:
         if n.op != "call_function" or n.target not in REUSABLE or n.kwargs:
             continue
         grad, val = n.args[0], n.meta.get("val")
-        st = _storage(grad)
-        if (st is None or grad.op != "call_function" or holders.get(st) != [grad] or last_read.get(st) != index[n]
+        if not (isinstance(grad, fx.Node) and isinstance(grad.meta.get("val"), torch.Tensor)):
+            continue
+        st = _storages(grad)[0][0]
+        if (grad.op != "call_function" or holders.get(st) != [grad] or last_read.get(st) != index[n]
                 or not isinstance(val, torch.Tensor) or not _same_layout(grad.meta["val"], val)
                 or n.args[1] is grad or n.args[2] not in (-1, val.dim() - 1)):
             continue
