@@ -90,3 +90,14 @@ def test_time_ratio_counts_the_backward_as_twice_the_forward():
     assert time_ratio(0.0, 10.0) == 1.0
     assert time_ratio(30.0, 10.0) == pytest.approx(2.0)
     assert time_ratio(5.0, 0.0) == 1.0
+
+
+def test_the_vanilla_row_says_when_remats_plain_code_needs_less_than_eager():
+    from remat.report import Report
+
+    same = Report("Net", "compiled", "none", "time", budget=100.0, vanilla_predicted_peak=100.0,
+                  predicted_peak=100.0, vanilla_measured_peak=100.0, measured_peak=100.0, method="profiler")
+    less = Report("Net", "compiled", "none", "time", budget=100.0, vanilla_predicted_peak=80.0,
+                  predicted_peak=80.0, vanilla_measured_peak=100.0, measured_peak=80.0, method="profiler")
+    assert "measured (profiler), 100 B predicted" in str(same) and "nothing recomputed" not in str(same)
+    assert "100 B measured (profiler); remat's code with nothing recomputed: 80 B predicted" in str(less)
