@@ -1,6 +1,6 @@
-"""The generated eager backward writes a (log-)softmax's gradient over its dying incoming gradient
-(``remat.compiled.inplace``): the values are eager's bit for bit, only a gradient read nowhere
-after is overwritten, and a language model's no-recomputation step peaks below eager's."""
+"""The generated eager code writes a (log-)softmax and its gradient over their dying first input
+(``remat.compiled.inplace``): the values are eager's bit for bit, only a value read nowhere after
+is overwritten, and a language model's no-recomputation step peaks below eager's."""
 
 from __future__ import annotations
 
@@ -14,24 +14,29 @@ from hypothesis import strategies as st
 from torch import nn
 
 import remat
-from remat.compiled.inplace import REUSABLE, reuse_dying_gradients
+from remat.compiled.inplace import REUSABLE, write_over_dying_inputs
 
 aten = torch.ops.aten
 
 
-@settings(max_examples=40, deadline=None)
-@given(rows=st.integers(1, 9), cols=st.integers(1, 300), bf16=st.booleans(), log=st.booleans(), seed=st.integers(0, 99))
-def test_writing_over_the_incoming_gradient_gives_eagers_values(rows, cols, bf16, log, seed):
+@settings(max_examples=60, deadline=None)
+@given(rows=st.integers(1, 9), cols=st.integers(1, 300), bf16=st.booleans(), which=st.integers(0, 3),
+       seed=st.integers(0, 99))
+def test_writing_over_the_first_input_gives_eagers_values(rows, cols, bf16, which, seed):
     """Each row is reduced before it is written, so the aliased call equals the allocating one."""
     dtype = torch.bfloat16 if bf16 else torch.float32
     g = torch.Generator().manual_seed(seed)
-    x, grad = (torch.randn(rows, cols, generator=g).to(dtype) for _ in range(2))
-    op = aten._log_softmax_backward_data.default if log else aten._softmax_backward_data.default
-    out = (aten._log_softmax if log else aten._softmax)(x, -1, False)
-    reference = op(grad, out, -1, dtype)
-    overload, name = REUSABLE[op]
-    result = overload(grad, out, -1, dtype, **{name: grad})
-    assert result.data_ptr() == grad.data_ptr()
+    x, grad = (torch.randn(rows, cols, generator=g).mul(3).to(dtype) for _ in range(2))
+    op = list(REUSABLE)[which]
+    overload, name, _ = REUSABLE[op]
+    if which < 2:  # the forward op: (input, dim, half_to_float)
+        args = (x, -1, False)
+    else:  # its gradient: (incoming gradient, the forward's output, dim, input dtype)
+        forward = aten._log_softmax if "log" in str(op) else aten._softmax
+        args = (grad, forward(x, -1, False), -1, dtype)
+    reference = op(*args)
+    result = overload(*args, **{name: args[0]})
+    assert result.data_ptr() == args[0].data_ptr()
     assert torch.equal(result, reference)
 
 
@@ -41,7 +46,7 @@ def _traced(fn, *shapes) -> fx.GraphModule:
     return make_fx(fn, tracing_mode="fake")(*(torch.randn(s) for s in shapes))
 
 
-def test_only_a_gradient_made_here_and_read_nowhere_after_is_overwritten():
+def test_only_a_value_made_here_and_read_nowhere_after_is_overwritten():
     def dies(a, o):  # the incoming gradient is made here and dies at the op: rewritten
         return aten._log_softmax_backward_data(a * 2, o, -1, torch.float32)
 
@@ -56,10 +61,19 @@ def test_only_a_gradient_made_here_and_read_nowhere_after_is_overwritten():
         g = a * 2
         return aten._log_softmax_backward_data(g, o, -1, torch.float32), g.view(-1)
 
-    counts = {f.__name__: reuse_dying_gradients(_traced(f, (4, 8), (4, 8))) for f in (dies, read_after, an_input, a_view)}
-    assert counts == {"dies": 1, "read_after": 0, "an_input": 0, "a_view": 0}
+    def forward_dies(a, o):  # a forward log-softmax of a value made here
+        return aten._log_softmax(a * 2, -1, False) + o
+
+    def forward_returned(a, o):  # its input is an output of the graph (a saved value): kept
+        x = a * 2
+        return aten._log_softmax(x, -1, False), x
+
+    cases = (dies, read_after, an_input, a_view, forward_dies, forward_returned)
+    counts = {f.__name__: write_over_dying_inputs(_traced(f, (4, 8), (4, 8))) for f in cases}
+    assert counts == {"dies": 1, "read_after": 0, "an_input": 0, "a_view": 0, "forward_dies": 1,
+                      "forward_returned": 0}
     gm = _traced(dies, (4, 8), (4, 8))
-    reuse_dying_gradients(gm)
+    write_over_dying_inputs(gm)
     a, o = torch.randn(4, 8), torch.log_softmax(torch.randn(4, 8), -1)
     assert torch.equal(gm(a, o), dies(a, o))
 

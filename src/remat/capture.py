@@ -173,7 +173,20 @@ def signature(model: nn.Module, args: tuple, kwargs: dict) -> tuple:
     leaves, spec = pytree.tree_flatten((args, kwargs))
     desc = tuple((tuple(x.shape), x.dtype, x.device, x.requires_grad) if isinstance(x, torch.Tensor)
                  else ("const", repr(x)) for x in leaves)
-    return (str(spec), desc, tuple(m.training for m in model.modules()), packed_positions(kwargs))
+    return (str(spec), desc, tuple(m.training for m in _modules(model)), packed_positions(kwargs))
+
+
+_MODULES: "weakref.WeakKeyDictionary[nn.Module, list[nn.Module]]" = weakref.WeakKeyDictionary()
+
+
+def _modules(model: nn.Module) -> list[nn.Module]:
+    """``model.modules()``, listed once per model: a signature is taken every training step, and
+    walking the tree each time cost a 158-module ResNet 0.2 ms. (A module added after planning
+    changes the model the plan was traced from anyway.)"""
+    mods = _MODULES.get(model)
+    if mods is None:
+        mods = _MODULES[model] = list(model.modules())
+    return mods
 
 
 # ---------------------------------------------------------------------------------------------

@@ -25,7 +25,7 @@ from ..plan import Plan
 from ..simulate import Simulation
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
-from .inplace import reuse_dying_gradients
+from .inplace import write_over_dying_inputs
 from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
 from .split import Split, split
@@ -592,8 +592,9 @@ class Planner:
             steps = without_tail(steps)
             prediction = simulate(jg.graph, steps)
         sp = split(jg, steps)
-        if not self._fused:  # fx-generated code: a dying gradient's buffer takes a softmax's gradient
-            reuse_dying_gradients(sp.backward)
+        if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input
+            write_over_dying_inputs(sp.forward)
+            write_over_dying_inputs(sp.backward)
         return steps, prediction, sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
