@@ -120,6 +120,22 @@ def test_autocast_state_is_part_of_the_key():
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
 
 
+def test_a_parameter_swapped_in_after_planning_is_the_one_trained():
+    """The step reads each parameter from where the module holds it (FSDP2 and
+    ``load_state_dict(assign=True)`` put new tensors there), and a removed one is named."""
+    model, inputs = _mlp()
+    module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
+    old = model[0].weight
+    model[0].weight = nn.Parameter(old.detach() * 2)
+    ref = copy.deepcopy(model)
+    assert torch.equal(_step(module, inputs, autocast=False), _step(ref, inputs, autocast=False))
+    assert old.grad is None and torch.equal(model[0].weight.grad, ref[0].weight.grad)
+    del model[-1].bias
+    model[-1].bias = None
+    with pytest.raises(remat.errors.StepError, match="parameters were added or removed"):
+        _step(module, inputs, autocast=False)
+
+
 def test_hf_cache_output_is_dropped_and_reported():
     model, inputs = _hf("gpt2")
     module = remat.optimize(model, inputs, "100%", verify=False)
