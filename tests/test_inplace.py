@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import remat
+from remat.measure import measure
 from remat.compiled.inplace import REUSABLE, write_over_dying_inputs
 
 aten = torch.ops.aten
@@ -108,3 +109,18 @@ def test_a_language_models_plain_step_peaks_below_eagers_with_its_gradients(auto
     assert report.measured_peak <= report.vanilla_measured_peak - 0.9 * logits
     for p, q in zip(model.parameters(), ref.parameters()):
         assert torch.equal(p.grad, q.grad)
+
+
+def test_a_stored_plan_runs_the_same_code(tmp_path):
+    """A plan loaded instead of planned (``plan=``, ``plan_cache``) is split and rewritten as when
+    it was made: the same predicted and measured peak."""
+    torch.manual_seed(0)
+    ids = torch.randint(0, 512, (4, 64))
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        first = remat.optimize(_LM().train(), (ids,), "100%")
+        first.plan.save(tmp_path / "plan.json")
+        torch.manual_seed(0)
+        again = remat.optimize(_LM().train(), (ids,), "100%", plan=tmp_path / "plan.json")
+        measured = measure(again, (ids,), method="profiler").peak
+    assert again.report.predicted_peak == first.report.predicted_peak
+    assert measured == first.report.measured_peak < first.report.vanilla_measured_peak

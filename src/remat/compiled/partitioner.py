@@ -592,11 +592,15 @@ class Planner:
         if planned_on is not None and planned_on is not jg.graph:
             steps = without_tail(steps)
             prediction = simulate(jg.graph, steps)
+        return (steps, prediction, *self._code(jg, steps))
+
+    def _code(self, jg: JointGraph, steps: list) -> tuple[Split, CodePeak]:
+        """The two graphs that run ``steps``, as they will run, and their own peak."""
         sp = split(jg, steps)
         if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input
             write_over_dying_inputs(sp.forward)
             write_over_dying_inputs(sp.backward)
-        return steps, prediction, sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
+        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Split by the stored plan ``self.plan``, after checking it was made for this graph."""
@@ -612,8 +616,7 @@ class Planner:
                 f"fingerprint {here['fingerprint'][:12]} (the model's code, torch or remat changed)")
         target = float(plan.stats.get("target", plan.budget or vanilla))
         steps, prediction = _executed(graph, plan)
-        sp = split(jg, steps)
-        code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs)
+        sp, code = self._code(jg, steps)
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
         self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
