@@ -116,10 +116,16 @@ def flops(n: fx.Node) -> float:
 
 
 def bytes_moved(n: fx.Node) -> float:
-    """Bytes an op reads and writes: its tensor inputs and outputs."""
+    """Bytes an op reads and writes: its tensor inputs and outputs (a training batch norm reads its
+    input twice: once for the batch statistics, once to normalize)."""
     total = sum(t.numel() * t.element_size() for t in _tensors(n.meta.get("val")))
     for a in n.all_input_nodes:
         total += sum(t.numel() * t.element_size() for t in _tensors(a.meta.get("val")))
+    name = op_name(n.target)
+    if name.startswith("_native_batch_norm_legit") and n.args:
+        training = 3 if name.endswith("no_stats") else 5
+        if len(n.args) > training and n.args[training] is True and isinstance(n.args[0], fx.Node):
+            total += sum(t.numel() * t.element_size() for t in _tensors(n.args[0].meta.get("val")))
     return float(total)
 
 

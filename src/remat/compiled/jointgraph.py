@@ -35,7 +35,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..graph import Graph
 from ..errors import CaptureError
-from . import costs
+from . import batchnorm, costs
 # the cost models live in ``costs``; their names stay importable from here
 from .costs import DEVICES, _cost, bytes_moved, device_figures, flops, op_name, roofline, total_cost  # noqa: F401
 
@@ -56,12 +56,17 @@ class JointGraph:
     backward: list[fx.Node] = field(default_factory=list)  # backward call_function nodes, in order
     random: frozenset[str] = frozenset()         # planning ids that draw random numbers
     states: dict[str, str] = field(default_factory=dict)  # random id -> id of the generator state it replays
+    # a batch norm's output recomputed from its statistics (``batchnorm``): its planning id -> the
+    # planning id of the batch norm itself (its statistics; ``node_of`` has the fx op)
+    normalized: dict[str, str] = field(default_factory=dict)
 
     @property
     def pinned(self) -> frozenset[str]:
-        """What a plan must keep: the generator states (a recomputation would read a later state)
-        and the draws that cannot be replayed (``replayable``)."""
-        return frozenset(self.states.values()) | frozenset(v for v in self.random if v not in self.states)
+        """What a plan must keep: the generator states (a recomputation would read a later state),
+        the draws that cannot be replayed (``replayable``) and split batch norms' statistics (a few
+        bytes a channel, and recomputing them is the whole batch norm)."""
+        return frozenset(self.states.values()) | frozenset(v for v in self.random if v not in self.states) | \
+            frozenset(self.normalized.values())
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
     cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
 
@@ -156,8 +161,10 @@ def unused_reads(n: fx.Node) -> tuple[int, ...]:
 
 
 def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: str = "model",
-          device: Any = None) -> JointGraph:
-    """The planning Graph of a joint graph (see module docstring)."""
+          device: Any = None, statistics: bool = True) -> JointGraph:
+    """The planning Graph of a joint graph (see module docstring). ``statistics``: a training batch
+    norm whose output ``batchnorm.apply_statistics`` reproduces is two planning nodes, its
+    statistics and its output (the code runs eagerly; inductor decomposes batch norm itself)."""
     costs.check(cost)
     nodes = list(gm.graph.nodes)
     _tag_untagged(nodes)
@@ -185,6 +192,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     backward = [n for n in nodes if is_backward(n)]
     seq_owner: dict[int, str] = {}
     states: dict[str, str] = {}  # random planning id -> the planning id of its generator state
+    normalized: dict[str, str] = {}  # a split batch norm's output id -> the batch norm's id
+    output_of: dict[fx.Node, str] = {}  # a split batch norm -> its output's planning id
     for n in forward:
         ins = [a for a in n.all_input_nodes]
         in_owners = tuple(dict.fromkeys(o for a in ins for o in owners.get(a, ())))
@@ -192,9 +201,12 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
         floating = any(t.is_floating_point() or t.is_complex() for t in _tensors(val))
         needs_grad[n] = floating and any(needs_grad.get(a, False) for a in ins) and not _no_grad(n)
         if n.target is operator.getitem:
-            owners[n] = owners.get(n.args[0], ())
+            split_out = output_of.get(n.args[0]) if n.args[1] == 0 else None
+            owners[n] = (split_out,) if split_out is not None else owners.get(n.args[0], ())
             needs_grad[n] = needs_grad[n.args[0]] and floating
             continue
+        split_out = f"{n.name}{batchnorm.OUTPUT_SUFFIX}" if statistics and batchnorm.splittable(n, is_forward) \
+            else None
         fresh, alias = 0, []
         for t in _tensors(val):
             ref = StorageWeakRef(t.untyped_storage())
@@ -220,9 +232,18 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
         specs[n.name] = {"mem": fresh, "cost": 0.0, "inputs": in_owners,  # cost: below, all ops at once
                          "op": op_name(n.target), "requires_grad": needs_grad[n],
                          "module": module_path(n)}
+        grad_owner = n.name
+        if split_out is not None:  # the statistics keep this id; the output gets one of its own
+            out = batchnorm.outputs(n)[0].meta["val"]
+            owner_of_storage[StorageWeakRef(out.untyped_storage())] = split_out
+            specs[n.name].update(mem=fresh - _nbytes(out), requires_grad=False)
+            specs[split_out] = {"mem": _nbytes(out), "inputs": (*in_owners, n.name), "op": "batch_norm_apply",
+                                "requires_grad": needs_grad[n], "module": module_path(n),
+                                "cost": batchnorm.apply_cost(n, cost, device)}
+            normalized[split_out], output_of[n], grad_owner = n.name, split_out, split_out
         seq = n.meta.get("seq_nr")
         if seq is not None and (needs_grad[n] or seq not in seq_owner):
-            seq_owner[seq] = n.name
+            seq_owner[seq] = grad_owner
 
     cost_notes: list[str] = []
     for n, c in costs.node_costs(node_of.values(), cost, device, cost_notes).items():
@@ -265,6 +286,12 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             else:
                 unmodeled += specs[u]["mem"]
         n = node_of.get(v)
+        if v in normalized or (n is not None and n in output_of):  # a split batch norm: no tuple bytes
+            g.add_node(v, mem=s["mem"], cost=s["cost"], inputs=inputs, op=s["op"], bwd_uses=uses,
+                       requires_grad=s["requires_grad"])
+            if s["module"] is not None:
+                _set_module(g, v, s["module"])
+            continue
         if n is None:  # a generator state: no op of its own, read by its draw (and its replays)
             g.add_node(v, mem=s["mem"], cost=s["cost"], inputs=inputs, op=s["op"], bwd_uses=uses,
                        requires_grad=False)
@@ -293,7 +320,7 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
                       group=group, forward=forward, backward=backward,
                       random=frozenset(v for v, n in node_of.items() if is_random(n)), states=states,
-                      unmodeled=unmodeled, cost_notes=cost_notes)
+                      unmodeled=unmodeled, cost_notes=cost_notes, normalized=normalized)
 
 
 def _tag_untagged(nodes: list[fx.Node]) -> None:

@@ -141,7 +141,7 @@ class Planner:
         inductor = self._fused  # this call's code goes to inductor (whatever walk its peak is read with)
         index = len(self.planned) if index is None else index
         jg = build(gm, num_fwd_outputs, cost=self.cost, name=f"{self.name}#{index}" if index else self.name,
-                   device=self.device)
+                   device=self.device, statistics=not inductor)
         graph = jg.graph
         graph.pinned = jg.pinned  # always kept: generator states (draws are replayed), unreplayable draws
         vanilla = vanilla_peak(graph)

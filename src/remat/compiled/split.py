@@ -30,6 +30,7 @@ from torch._functorch.partitioners import _extract_fwd_bwd_outputs, _extract_gra
 from torch.fx._lazy_graph_module import _make_graph_module
 
 from ..plan import Step
+from . import batchnorm
 from .jointgraph import STATE_SUFFIX, JointGraph, is_forward, is_tangent, unused_reads
 
 
@@ -130,8 +131,11 @@ class _Emitter:
                     recompute(o, False)
 
         def recompute(u: str, planned: bool) -> None:
-            n = _without_state_update(self.jg.node_of[u])
-            for a in n.all_input_nodes:
+            if u in self.jg.normalized:  # a batch norm's output, from its statistics
+                ins = batchnorm.reads(self.jg.node_of[self.jg.normalized[u]])
+            else:
+                ins = _without_state_update(self.jg.node_of[u]).all_input_nodes
+            for a in ins:
                 read(a)
             copies.add(u)
             if u in self.jg.states:
@@ -190,6 +194,12 @@ class _Emitter:
             return new
 
         def recompute(u: str, planned: bool) -> None:
+            if u in self.jg.normalized:  # a batch norm's output, from its saved statistics
+                bn = self.jg.node_of[self.jg.normalized[u]]
+                copy_of[u] = {batchnorm.outputs(bn)[0]: batchnorm.call(g, bn, value)}
+                self.recomputed += 1
+                self.unplanned += not planned
+                return
             n = self.jg.node_of[u]
             if u in state_of:  # the same draws as the forward's: run from the generator state saved before it
                 args, kwargs = fx.map_arg((n.args, n.kwargs), value)
