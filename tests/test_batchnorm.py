@@ -78,15 +78,15 @@ def test_planning_graph_splits_batch_norm_and_keeps_its_statistics():
         assert g[out].cost < g[stats].cost      # the normalization alone against the whole op
 
 
-@pytest.mark.parametrize("budget", ["50%", "70%"])
-def test_recomputed_from_statistics_exact_and_measured_as_predicted(budget):
+@pytest.mark.parametrize("solver,budget", [("selective", "70%"), ("chen-greedy", "50%"), ("twremat", "50%")])
+def test_recomputed_from_statistics_exact_and_measured_as_predicted(solver, budget):
     """A plan recomputing batch norm outputs from their statistics: gradients and running
     statistics torch.equal to eager, the backward calls the normalization, not a batch norm, and
     the measured peak (allocator level: convolution workspaces included) is the predicted one
     within 2%."""
     model, inputs = _resnet_like()
     ref = copy.deepcopy(model)
-    module = remat.optimize(model, inputs, budget, solver="selective", verify=False)
+    module = remat.optimize(model, inputs, budget, solver=solver, verify=False)
     planned = module.step.planned
     backward = planned.split.backward.graph
     applied = [n for n in backward.nodes if n.target is batchnorm.apply_statistics]

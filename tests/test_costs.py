@@ -56,11 +56,27 @@ def test_bf16_uses_the_tensor_core_peak():
     assert costs.roofline(mm, figures=fig) == pytest.approx(2 * k ** 3 / fig["flops"] + fig["overhead"])
 
 
+def test_random_draws_bound_a_dropout_mask_where_the_device_draws_slowly():
+    """A dropout mask costs its draws at the device's draw rate when that binds (the CPU: about
+    40 times a byte copied); a device without a draw figure (a GPU) costs it as memory traffic."""
+    n = 1 << 20
+    mask = _node(torch.ops.aten.bernoulli.p, (n,), out=(n,))
+    mask.args = (*mask.args, 0.5)
+    cpu, gpu = costs.DEVICES["cpu"], costs.DEVICES["H100"]
+    assert costs.roofline(mask, figures=cpu) == pytest.approx(n / cpu["draws"] + cpu["overhead"], rel=1e-12)
+    assert n / cpu["draws"] > costs.bytes_moved(mask) / cpu["bandwidth"]
+    assert costs.roofline(mask, figures=gpu) == pytest.approx(
+        costs.bytes_moved(mask) / gpu["bandwidth"] + gpu["overhead"], rel=1e-12)
+    add = _node(torch.ops.aten.add.Tensor, (n,), (n,), out=(n,))  # not random: no draws
+    assert costs.roofline(add, figures=cpu) == pytest.approx(
+        costs.bytes_moved(add) / cpu["bandwidth"] + cpu["overhead"], rel=1e-12)
+
+
 def test_cpu_figures_are_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
     fig = costs.device_figures("cpu")
     assert fig["measured"] == 1.0
-    assert all(math.isfinite(fig[k]) and fig[k] > 0 for k in ("flops", "bandwidth", "overhead"))
+    assert all(math.isfinite(fig[k]) and fig[k] > 0 for k in ("flops", "bandwidth", "overhead", "draws"))
     files = list(tmp_path.glob("costs-cpu-*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["figures"] == fig
 

@@ -146,5 +146,4 @@ def apply_cost(n: fx.Node, cost: str, device: Any = None) -> float:
             cache.save()
         return cache.ops[key]
     fig = costs.device_figures(device if device is not None else x.device)
-    peak = fig.get("flops32", fig["flops"]) if x.dtype == torch.float32 else fig["flops"]
-    return max(out.numel() / peak, moved / fig["bandwidth"]) + fig.get("overhead", 4e-6)
+    return costs.seconds(fig, out.numel(), moved, x.dtype == torch.float32)

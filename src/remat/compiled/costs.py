@@ -46,11 +46,12 @@ DEFAULT_COST = "roofline"
 _ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
               "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
 
-# peak dense throughput (FLOP/s; "flops32": fp32 without tensor cores), memory bandwidth (B/s) and
-# per-op overhead (s: kernel launch, dispatcher) of known devices; the CPU's are replaced by
-# measured ones where measuring works (``calibrate``)
+# peak dense throughput (FLOP/s; "flops32": fp32 without tensor cores), memory bandwidth (B/s),
+# per-op overhead (s: kernel launch, dispatcher) and, where drawing random numbers is slower than
+# writing them, "draws" (numbers per second) of known devices; the CPU's are replaced by measured
+# ones where measuring works (``calibrate``)
 DEVICES: dict[str, dict[str, float]] = {
-    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10, "overhead": 4e-6},
+    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10, "overhead": 4e-6, "draws": 1.5e8},
     "H100": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 3.0e12, "overhead": 4e-6},
     "H200": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 4.5e12, "overhead": 4e-6},
     "A100": {"flops": 2.5e14, "flops32": 1.5e13, "bandwidth": 1.8e12, "overhead": 4e-6},
@@ -151,9 +152,23 @@ def roofline(n: fx.Node, device: Any = None, figures: dict[str, float] | None = 
     device's per-op overhead (what makes many small ops expensive). ``figures`` overrides the
     device's (``DEVICES`` entries); ``device`` defaults to where the op's fake values live."""
     fig = figures or device_figures(device if device is not None else node_device(n))
-    wide = any(t.dtype == torch.float32 for t in _tensors(n.meta.get("val")))
+    outs = _tensors(n.meta.get("val"))
+    wide = any(t.dtype == torch.float32 for t in outs)
+    random = isinstance(n.target, torch._ops.OpOverload) and \
+        torch.Tag.nondeterministic_seeded in n.target.tags and _draws(n)
+    return seconds(fig, flops(n), bytes_moved(n), wide, sum(t.numel() for t in outs) if random else 0)
+
+
+def seconds(fig: dict[str, float], flops: float, moved: float, wide: bool = True, draws: float = 0) -> float:
+    """The roofline of one op on a device's figures: max(flops / peak, bytes / bandwidth, random
+    draws / draw rate) plus the per-op overhead. ``wide``: fp32 (``flops32`` where the device has
+    faster low-precision units); ``draws``: numbers drawn (dropout: on the CPU a draw costs about
+    40 times a byte copied, so a dropout mask is far from free to recompute)."""
     peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
-    return max(flops(n) / peak, bytes_moved(n) / fig["bandwidth"]) + fig.get("overhead", 4e-6)
+    t = max(flops / peak, moved / fig["bandwidth"])
+    if draws and fig.get("draws"):
+        t = max(t, draws / fig["draws"])
+    return t + fig.get("overhead", 4e-6)
 
 
 _calibrated: dict[str, dict[str, float]] = {}
@@ -161,12 +176,13 @@ _calibrated: dict[str, dict[str, float]] = {}
 
 def calibrate() -> dict[str, float]:
     """The CPU's figures at the current thread count, measured once (a 512x512 fp32 matmul,
-    a 16 MiB copy, a one-element add) and cached on disk beside the profiles."""
+    a 16 MiB copy, a one-element add, a dropout mask of 256Ki elements) and cached on disk beside
+    the profiles."""
     cache = Cache(torch.device("cpu"))
     if str(cache.path) in _calibrated:
         return _calibrated[str(cache.path)]
     fig = cache.figures()
-    if fig is None:
+    if fig is None or "draws" not in fig:  # (a cache from before draws were measured: again)
         try:
             fig = _measure_cpu()
         except Exception:  # noqa: BLE001 - a CPU nothing can be timed on: the nominal figures
@@ -187,8 +203,10 @@ def _measure_cpu() -> dict[str, float]:
         x, y = torch.rand(1), torch.rand(1)
         add = torch.ops.aten.add.Tensor
         tiny = _median_seconds(lambda: add(x, y), torch.device("cpu"), repeats=21)
+        mask = torch.empty(2 ** 18)
+        draw = _median_seconds(lambda: mask.bernoulli_(0.9), torch.device("cpu"), repeats=5)
     return {"flops": 2 * 512 ** 3 / mm, "bandwidth": 2 * src.numel() * 4 / copy, "overhead": tiny,
-            "measured": 1.0}
+            "draws": mask.numel() / draw, "measured": 1.0}
 
 
 # ---- profile ---------------------------------------------------------------------------------
