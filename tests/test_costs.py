@@ -72,11 +72,29 @@ def test_random_draws_bound_a_dropout_mask_where_the_device_draws_slowly():
         costs.bytes_moved(add) / cpu["bandwidth"] + cpu["overhead"], rel=1e-12)
 
 
+@pytest.mark.parametrize("target,kwargs,rate", [(torch.ops.aten.tanh.default, {}, "tanh"),
+                                                (torch.ops.aten.gelu.default, {}, "erf"),
+                                                (torch.ops.aten.gelu.default, {"approximate": "tanh"}, "tanh"),
+                                                (torch.ops.aten.silu.default, {}, "sigmoid")])
+def test_transcendental_ops_are_rated_by_the_cpus_rate_for_them(target, kwargs, rate):
+    """On the CPU a tanh, erf or sigmoid per element is slower than moving its bytes: the
+    roofline counts the elements at the device's rate for that function; on a GPU, the bytes."""
+    n = 1 << 20
+    op = _node(target, (n,), out=(n,))
+    op.kwargs = kwargs
+    cpu, gpu = costs.DEVICES["cpu"], costs.DEVICES["H100"]
+    assert costs.rated(op) == (rate, n)
+    assert costs.roofline(op, figures=cpu) == pytest.approx(n / cpu[rate] + cpu["overhead"], rel=1e-12)
+    assert costs.roofline(op, figures=gpu) == pytest.approx(
+        costs.bytes_moved(op) / gpu["bandwidth"] + gpu["overhead"], rel=1e-12)
+
+
 def test_cpu_figures_are_measured_once_and_cached(tmp_path, monkeypatch):
     monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
     fig = costs.device_figures("cpu")
     assert fig["measured"] == 1.0
-    assert all(math.isfinite(fig[k]) and fig[k] > 0 for k in ("flops", "bandwidth", "overhead", "draws"))
+    assert all(math.isfinite(fig[k]) and fig[k] > 0 for k in ("flops", "flops32", "bandwidth", "overhead", "draws", "tanh", "exp",
+                                                                  "erf", "sigmoid"))
     files = list(tmp_path.glob("costs-cpu-*.json"))
     assert len(files) == 1 and json.loads(files[0].read_text())["figures"] == fig
 

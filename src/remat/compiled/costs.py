@@ -47,17 +47,19 @@ _ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_produc
               "_scaled_dot_product_efficient_attention", "_scaled_dot_product_cudnn_attention")
 
 # peak dense throughput (FLOP/s; "flops32": fp32 without tensor cores), memory bandwidth (B/s),
-# per-op overhead (s: kernel launch, dispatcher) and, where drawing random numbers is slower than
-# writing them, "draws" (numbers per second) of known devices; the CPU's are replaced by measured
-# ones where measuring works (``calibrate``)
+# per-op overhead (s: kernel launch, dispatcher) and, where the device does some work slower than
+# it moves the bytes, that work's rate (elements per second: ``rated``) of known devices; the
+# CPU's are replaced by measured ones where measuring works (``calibrate``)
 DEVICES: dict[str, dict[str, float]] = {
-    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10, "overhead": 4e-6, "draws": 1.5e8},
+    "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10, "overhead": 4e-6, "draws": 1.5e8, "tanh": 4e8, "exp": 1.2e9,
+            "erf": 2e9, "sigmoid": 2e9},
     "H100": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 3.0e12, "overhead": 4e-6},
     "H200": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 4.5e12, "overhead": 4e-6},
     "A100": {"flops": 2.5e14, "flops32": 1.5e13, "bandwidth": 1.8e12, "overhead": 4e-6},
     "cuda": {"flops": 1.0e14, "flops32": 1.5e13, "bandwidth": 1.0e12, "overhead": 4e-6},
 }
 
+FIGURES_VERSION = 2  # what a cached CPU calibration must have been measured with (bf16 matmul, rates)
 REPEATS = 5          # timed runs per op (after one warm-up); the median is its cost
 LONG_OP = 0.05       # seconds: an op this slow in its warm-up is timed once more only
 
@@ -152,37 +154,61 @@ def roofline(n: fx.Node, device: Any = None, figures: dict[str, float] | None = 
     device's per-op overhead (what makes many small ops expensive). ``figures`` overrides the
     device's (``DEVICES`` entries); ``device`` defaults to where the op's fake values live."""
     fig = figures or device_figures(device if device is not None else node_device(n))
-    outs = _tensors(n.meta.get("val"))
-    wide = any(t.dtype == torch.float32 for t in outs)
-    random = isinstance(n.target, torch._ops.OpOverload) and \
-        torch.Tag.nondeterministic_seeded in n.target.tags and _draws(n)
-    return seconds(fig, flops(n), bytes_moved(n), wide, sum(t.numel() for t in outs) if random else 0)
+    wide = any(t.dtype == torch.float32 for t in _tensors(n.meta.get("val")))
+    return seconds(fig, flops(n), bytes_moved(n), wide, rated(n))
 
 
-def seconds(fig: dict[str, float], flops: float, moved: float, wide: bool = True, draws: float = 0) -> float:
-    """The roofline of one op on a device's figures: max(flops / peak, bytes / bandwidth, random
-    draws / draw rate) plus the per-op overhead. ``wide``: fp32 (``flops32`` where the device has
-    faster low-precision units); ``draws``: numbers drawn (dropout: on the CPU a draw costs about
-    40 times a byte copied, so a dropout mask is far from free to recompute)."""
+def seconds(fig: dict[str, float], flops: float, moved: float, wide: bool = True,
+            elements: tuple[str, float] | None = None) -> float:
+    """The roofline of one op on a device's figures: max(flops / peak, bytes / bandwidth, elements
+    / the device's rate for them) plus the per-op overhead. ``wide``: fp32 (``flops32`` where the
+    device has faster low-precision units); ``elements``: (figure, count) of work the device does
+    slower than it moves the bytes (``rated``), counted where the figures have that rate."""
     peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
     t = max(flops / peak, moved / fig["bandwidth"])
-    if draws and fig.get("draws"):
-        t = max(t, draws / fig["draws"])
+    if elements is not None and fig.get(elements[0]):
+        t = max(t, elements[1] / fig[elements[0]])
     return t + fig.get("overhead", 4e-6)
+
+
+# pointwise ops whose elements cost a transcendental function, by the figure that rates it
+_TRANSCENDENTAL = {"tanh": "tanh", "exp": "exp", "expm1": "exp", "exp2": "exp", "log": "exp", "log1p": "exp",
+                   "log2": "exp", "_softmax": "exp", "_safe_softmax": "exp", "_log_softmax": "exp",
+                   "_log_softmax_backward_data": "exp", "logsumexp": "exp", "erf": "erf", "erfc": "erf",
+                   "gelu": "erf", "gelu_backward": "erf", "sigmoid": "sigmoid", "silu": "sigmoid",
+                   "silu_backward": "sigmoid"}
+
+
+def rated(n: fx.Node) -> tuple[str, float] | None:
+    """Work of ``n`` a CPU does far slower than it moves the bytes: random numbers drawn
+    (``"draws"``: 170M a second on this project's CPU, a dropout mask about 40 times its bytes'
+    copy) and transcendental functions (``"tanh"``, ``"exp"``, ``"erf"``, ``"sigmoid"``: 0.4-2.4G
+    elements a second against 11G copied). A GPU's figures have no such rates: there they are
+    memory-bound."""
+    if not isinstance(n.target, torch._ops.OpOverload):
+        return None
+    count = float(sum(t.numel() for t in _tensors(n.meta.get("val"))))
+    if torch.Tag.nondeterministic_seeded in n.target.tags and _draws(n):
+        return "draws", count
+    name = n.target.overloadpacket.__name__
+    kind = _TRANSCENDENTAL.get(name)
+    if kind == "erf" and n.kwargs.get("approximate") == "tanh":
+        kind = "tanh"
+    return (kind, count) if kind is not None else None
 
 
 _calibrated: dict[str, dict[str, float]] = {}
 
 
 def calibrate() -> dict[str, float]:
-    """The CPU's figures at the current thread count, measured once (a 512x512 fp32 matmul,
-    a 16 MiB copy, a one-element add, a dropout mask of 256Ki elements) and cached on disk beside
-    the profiles."""
+    """The CPU's figures at the current thread count, measured once (512x512 matmuls in fp32 and
+    bf16, a 16 MiB copy, a one-element add, a dropout mask and four transcendental functions over
+    256Ki elements) and cached on disk beside the profiles."""
     cache = Cache(torch.device("cpu"))
     if str(cache.path) in _calibrated:
         return _calibrated[str(cache.path)]
     fig = cache.figures()
-    if fig is None or "draws" not in fig:  # (a cache from before draws were measured: again)
+    if fig is None or fig.get("version") != FIGURES_VERSION:  # measured before the rates it has now
         try:
             fig = _measure_cpu()
         except Exception:  # noqa: BLE001 - a CPU nothing can be timed on: the nominal figures
@@ -203,10 +229,23 @@ def _measure_cpu() -> dict[str, float]:
         x, y = torch.rand(1), torch.rand(1)
         add = torch.ops.aten.add.Tensor
         tiny = _median_seconds(lambda: add(x, y), torch.device("cpu"), repeats=21)
-        mask = torch.empty(2 ** 18)
-        draw = _median_seconds(lambda: mask.bernoulli_(0.9), torch.device("cpu"), repeats=5)
-    return {"flops": 2 * 512 ** 3 / mm, "bandwidth": 2 * src.numel() * 4 / copy, "overhead": tiny,
-            "draws": mask.numel() / draw, "measured": 1.0}
+        low = _low_precision_matmul(a, b)
+        elems = torch.rand(2 ** 18) + 0.5
+        rates = {name: elems.numel() / _median_seconds(lambda f=f: f(elems), torch.device("cpu"), repeats=5)
+                 for name, f in (("draws", lambda x: x.bernoulli_(0.9)), ("tanh", torch.tanh), ("exp", torch.exp),
+                                 ("erf", torch.erf), ("sigmoid", torch.sigmoid))}
+    return {"flops": 2 * 512 ** 3 / (low or mm), "flops32": 2 * 512 ** 3 / mm,
+            "bandwidth": 2 * src.numel() * 4 / copy, "overhead": tiny, **rates, "measured": 1.0,
+            "version": FIGURES_VERSION}
+
+
+def _low_precision_matmul(a: torch.Tensor, b: torch.Tensor) -> float | None:
+    """Seconds of the bf16 matmul (None where the CPU cannot run one)."""
+    try:
+        a16, b16 = a.to(torch.bfloat16), b.to(torch.bfloat16)
+        return _median_seconds(lambda: torch.mm(a16, b16), torch.device("cpu"), repeats=5)
+    except RuntimeError:
+        return None
 
 
 # ---- profile ---------------------------------------------------------------------------------
