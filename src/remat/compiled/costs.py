@@ -52,14 +52,14 @@ _ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_produc
 # CPU's are replaced by measured ones where measuring works (``calibrate``)
 DEVICES: dict[str, dict[str, float]] = {
     "cpu": {"flops": 1.0e11, "bandwidth": 2.0e10, "overhead": 4e-6, "draws": 1.5e8, "tanh": 4e8, "exp": 1.2e9,
-            "erf": 2e9, "sigmoid": 2e9},
+            "erf": 2e9, "sigmoid": 2e9, "pool": 2.5e8},
     "H100": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 3.0e12, "overhead": 4e-6},
     "H200": {"flops": 4.0e14, "flops32": 5.0e13, "bandwidth": 4.5e12, "overhead": 4e-6},
     "A100": {"flops": 2.5e14, "flops32": 1.5e13, "bandwidth": 1.8e12, "overhead": 4e-6},
     "cuda": {"flops": 1.0e14, "flops32": 1.5e13, "bandwidth": 1.0e12, "overhead": 4e-6},
 }
 
-FIGURES_VERSION = 2  # what a cached CPU calibration must have been measured with (bf16 matmul, rates)
+FIGURES_VERSION = 3  # what a cached CPU calibration must have been measured with (bf16 matmul, rates)
 REPEATS = 5          # timed runs per op (after one warm-up); the median is its cost
 LONG_OP = 0.05       # seconds: an op this slow in its warm-up is timed once more only
 
@@ -177,20 +177,25 @@ _TRANSCENDENTAL = {"tanh": "tanh", "exp": "exp", "expm1": "exp", "exp2": "exp", 
                    "_log_softmax_backward_data": "exp", "logsumexp": "exp", "erf": "erf", "erfc": "erf",
                    "gelu": "erf", "gelu_backward": "erf", "sigmoid": "sigmoid", "silu": "sigmoid",
                    "silu_backward": "sigmoid"}
+_POOLING = ("max_pool2d_with_indices", "max_pool2d", "max_pool3d_with_indices", "avg_pool2d", "avg_pool3d")
 
 
 def rated(n: fx.Node) -> tuple[str, float] | None:
     """Work of ``n`` a CPU does far slower than it moves the bytes: random numbers drawn
     (``"draws"``: 170M a second on this project's CPU, a dropout mask about 40 times its bytes'
-    copy) and transcendental functions (``"tanh"``, ``"exp"``, ``"erf"``, ``"sigmoid"``: 0.4-2.4G
-    elements a second against 11G copied). A GPU's figures have no such rates: there they are
-    memory-bound."""
+    copy), transcendental functions (``"tanh"``, ``"exp"``, ``"erf"``, ``"sigmoid"``: 0.4-2.4G
+    elements a second against 11G copied) and pooling windows (``"pool"``: output elements times
+    the window, 260M a second: a ResNet's stem max pooling takes 1.1 ms where its bytes move in
+    20 us). A GPU's figures have no such rates: there they are memory-bound."""
     if not isinstance(n.target, torch._ops.OpOverload):
         return None
     count = float(sum(t.numel() for t in _tensors(n.meta.get("val"))))
     if torch.Tag.nondeterministic_seeded in n.target.tags and _draws(n):
         return "draws", count
     name = n.target.overloadpacket.__name__
+    if name in _POOLING and len(n.args) > 1 and isinstance(n.args[1], (list, tuple)):
+        outs = _tensors(n.meta.get("val"))
+        return "pool", float(outs[0].numel() * math.prod(n.args[1])) if outs else 0.0
     kind = _TRANSCENDENTAL.get(name)
     if kind == "erf" and n.kwargs.get("approximate") == "tanh":
         kind = "tanh"
@@ -203,7 +208,7 @@ _calibrated: dict[str, dict[str, float]] = {}
 def calibrate() -> dict[str, float]:
     """The CPU's figures at the current thread count, measured once (512x512 matmuls in fp32 and
     bf16, a 16 MiB copy, a one-element add, a dropout mask and four transcendental functions over
-    256Ki elements) and cached on disk beside the profiles."""
+    256Ki elements, a 3x3 max pooling) and cached on disk beside the profiles."""
     cache = Cache(torch.device("cpu"))
     if str(cache.path) in _calibrated:
         return _calibrated[str(cache.path)]
@@ -234,6 +239,10 @@ def _measure_cpu() -> dict[str, float]:
         rates = {name: elems.numel() / _median_seconds(lambda f=f: f(elems), torch.device("cpu"), repeats=5)
                  for name, f in (("draws", lambda x: x.bernoulli_(0.9)), ("tanh", torch.tanh), ("exp", torch.exp),
                                  ("erf", torch.erf), ("sigmoid", torch.sigmoid))}
+        image = torch.rand(8, 16, 32, 32)
+        pool = _median_seconds(lambda: torch.ops.aten.max_pool2d_with_indices(image, [3, 3], [2, 2], [1, 1]),
+                               torch.device("cpu"), repeats=5)
+        rates["pool"] = 8 * 16 * 16 * 16 * 9 / pool
     return {"flops": 2 * 512 ** 3 / (low or mm), "flops32": 2 * 512 ** 3 / mm,
             "bandwidth": 2 * src.numel() * 4 / copy, "overhead": tiny, **rates, "measured": 1.0,
             "version": FIGURES_VERSION}

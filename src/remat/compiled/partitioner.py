@@ -36,6 +36,7 @@ CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a r
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.7% since ``fusion``; GPU unmeasured)
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
+CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
 FUSED_UNDO = 16       # moves the fused search tries to take back under the budget (a walk each)
 
 
@@ -229,7 +230,7 @@ class Planner:
 
         With ``auto`` or ``selective`` under inductor, plans are made for the fused code first
         (``_fused_selective``); the solvers' own plans are the fallback when none fits."""
-        from ..optimize import BudgetError, plan_within
+        from ..optimize import BudgetError, plan_within, smallest_choice
 
         def fits(code: CodePeak) -> float:  # bytes over the target (negative: room left)
             margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
@@ -260,7 +261,13 @@ class Planner:
                 raise self._split_error(jg.graph, target, held, before, e, jg) from None
         best = (choice, *self._split(jg, choice, pg))
         searched = ""
-        if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor"):
+        if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor") and not self._fused:
+            judged = self._code_selective(jg, pg, target, tail, [choice, self._floor(pg)], fits)
+            if judged is not None:
+                notes.append(f"the generated code of the plan within the budget peaks {fits(best[4]):.0f} bytes over "
+                             f"it: planned by the code's own peak ({judged[0].plan.stats['chosen']})")
+                best = judged
+        if fits(best[4]) > CODE_SLACK * target and not best[0].plan.stats.get("floor"):
             best, planning, searched = self._below(jg, pg, target, base, fits, best, notes)
         elif self._fused:  # bisect the planning budget between the best fitting one and the first over
             lo, hi = planning, planning - fits(best[4])
@@ -285,6 +292,12 @@ class Planner:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the fused "
                          f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
             best = fused
+        elif not self._fused and planning < target and best[2].recompute_cost > 0:  # (after ``_below``)
+            judged = self._code_selective(jg, pg, target, tail, [best[0]], fits)
+            if judged is not None and judged[2].recompute_cost < best[2].recompute_cost:
+                notes.append(f"planned by its generated code's own peak ({judged[0].plan.stats['chosen']}): it "
+                             f"recomputes {judged[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
+                best = judged
         code = best[4]
         if code.peak - target > CODE_SLACK * target:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
@@ -430,41 +443,45 @@ class Planner:
         return selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), time_limit=FUSED_SECONDS).peak
 
     def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
-        """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its fused
-        code needs of the budget: its peak with ``FUSED_MARGIN``, or its forward's leftovers plus
-        ``tail``."""
+        """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its code
+        needs of the budget: its peak (fused code: with ``FUSED_MARGIN``), or its forward's
+        leftovers plus ``tail``."""
+        margin = 1 + FUSED_MARGIN if self._fused else 1
+
         def judge(kept: set, steps: list, sim: Simulation) -> float:
-            sp = split(jg, without_tail(steps) if tail > 0 else steps)
-            code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=True)
-            return max(code.peak * (1 + FUSED_MARGIN), code.after_forward + tail)
+            code = self._code(jg, without_tail(steps) if tail > 0 else steps)[1]
+            return max(code.peak * margin, code.after_forward + tail)
         return judge
 
     def _fused_selective(self, jg: JointGraph, pg: Any, target: float, tail: float,
-                         seeds: list | None = None) -> tuple | None:
-        """The cheapest plan for inductor's fused code that fits ``target``, as ``_fit``'s best, or
-        None: ``selective`` with moves through fusible values and each prefix judged by the fused
-        walk, from the vanilla step and (with ``auto``) per-block checkpointing's floor, or only
-        from the kept sets of ``seeds`` (choices) when given: the solvers decide in the unfused
-        graph's terms, where a log-softmax recomputed from bf16 logits costs three fp32 buffers;
-        fused, it costs none."""
+                         seeds: list | None = None, seconds: float = FUSED_SECONDS) -> tuple | None:
+        """The cheapest plan for the generated code that fits ``target``, as ``_fit``'s best, or
+        None: ``selective`` with each prefix judged by the walk of the code it compiles to, from
+        the vanilla step and (with ``auto``) per-block checkpointing's floor, or only from the kept
+        sets of ``seeds`` (choices) when given. Under inductor the moves go through fusible values:
+        the solvers decide in the unfused graph's terms, where a log-softmax recomputed from bf16
+        logits costs three fp32 buffers; fused, it costs none. For eager code the walk sees what
+        the planning graph does not (a convolution's workspace, a loss's temporaries)."""
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
         from ..solvers import selective
 
         if self.solver not in ("auto", "selective"):
             return None
-        starts: list[tuple[str, Any]] = [("selective-fused", None)] if seeds is None else []
+        kind = "selective-fused" if self._fused else "selective-code"
+        starts: list[tuple[str, Any]] = [(kind, None)] if seeds is None else []
         if self.solver == "auto":
             seeds = [smallest_choice(pg, "blocks", self.mode)] if seeds is None else seeds
-            starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+selective-fused",
+            starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+{kind}",
                         _kept(pg, _executed(pg, c.plan)[0])) for c in seeds if c is not None]
         if not starts:
             return None
         judge = self._fused_judge(jg, tail)
         best = None
         for name, start in starts:
-            plan = selective.solve(pg, target, self.mode, time_limit=FUSED_SECONDS / len(starts), fusible=jg.fusible,
-                                   judge=judge, start=start, undo=FUSED_UNDO)
+            plan = selective.solve(pg, target, self.mode, time_limit=seconds / len(starts),
+                                   fusible=jg.fusible if self._fused else (), judge=judge, start=start,
+                                   undo=FUSED_UNDO)
             if plan.feasible and (best is None or plan.recompute_cost < best.recompute_cost):
                 plan.stats["chosen"] = name
                 best = plan
@@ -472,6 +489,19 @@ class Planner:
             return None
         choice = Choice(plan=best, peak=best.peak, recompute_cost=best.recompute_cost, planning_budget=target)
         return (choice, *self._split(jg, choice, pg))
+
+    def _code_selective(self, jg: JointGraph, pg: Any, target: float, tail: float, seeds: list,
+                        fits: Callable[[CodePeak], float]) -> tuple | None:
+        """Eager code that needs more than the planning graph sees (a convolution's workspace, a
+        loss's temporaries): the cheapest plan judged by the code's own peak, from ``seeds`` and
+        per-block checkpointing's floor, as ``_fit``'s best; None when none fits."""
+        from ..optimize import smallest_choice
+
+        if self.solver == "auto":
+            seeds = [*seeds, smallest_choice(pg, "blocks", self.mode)]
+        judged = self._fused_selective(jg, pg, target, tail, [c for c in seeds if c is not None],
+                                       seconds=CODE_SECONDS)
+        return judged if judged is not None and fits(judged[4]) <= CODE_SLACK * target else None
 
     def _cheap_floor(self, jg: JointGraph, pg: Any, tail: float, price: float, code: CodePeak,
                      notes: list[str]) -> tuple | None:
