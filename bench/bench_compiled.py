@@ -357,6 +357,14 @@ class Run:
                 for k in ("step_seconds", "time_ratio"):
                     if k in src:
                         r[k] = src[k]
+        alone = next((e for e in entries if e.name == "remat eager 100%" and e.name in times), None)
+        if alone is not None and self.args.overhead_rounds > 0:
+            # the runtime's own overhead, timed against vanilla alone: in the full round the other
+            # methods' steps run in between, which moves such ratios on this machine by several percent
+            pair = {"vanilla": steps["vanilla"], alone.name: steps[alone.name]}
+            again = interleave(pair, repeats=self.args.overhead_rounds, warmup=1)
+            alone.row["time_ratio_alone"] = time_ratios(again, "vanilla")[alone.name]
+            alone.row["alone_rounds"] = self.args.overhead_rounds
         for e in entries:
             log(f"{self.label()} {e.name}: time x{e.row.get('time_ratio', float('nan')):.3f} "
                 f"({1e3 * e.row.get('step_seconds', float('nan')):.1f} ms), "
@@ -549,9 +557,13 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                                                 for x in budgeted) +
                 (f"; violated: {'; '.join(bad)}" if bad else ""))
     r = by.get("remat eager 100%")
-    if r is not None:
-        add("remat eager 100% (no recomputation): time <= 1.02x vanilla", r["time_ratio"] <= 1.02 if _ok(r) else None,
-            (f"x{r['time_ratio']:.3f}, recompute cost {r.get('report_recompute_cost', '?')}") if _ok(r)
+    if r is not None:  # judged alone with vanilla where timed so (the runtime's own overhead)
+        alone = r.get("time_ratio_alone")
+        ratio = alone if alone is not None else r.get("time_ratio")
+        add("remat eager 100% (no recomputation): time <= 1.02x vanilla", ratio <= 1.02 if _ok(r) else None,
+            (f"x{alone:.3f} timed alone with vanilla ({r['alone_rounds']} rounds), x{r['time_ratio']:.3f} in the "
+             f"full round; recompute cost {r.get('report_recompute_cost', '?')}" if alone is not None else
+             f"x{r['time_ratio']:.3f}, recompute cost {r.get('report_recompute_cost', '?')}") if _ok(r)
             else f"not measured ({r.get('error', '')[:120]})")
     return out
 
@@ -613,6 +625,8 @@ def markdown(result: dict[str, Any]) -> str:
                     bits.append(f"{len(r['report_graphs'])} graphs")
                 if "report_solver" in r:
                     bits.append(f"solver {r['report_solver']}")
+                if "time_ratio_alone" in r:
+                    bits.append(f"x{r['time_ratio_alone']:.3f} timed alone with vanilla ({r['alone_rounds']} rounds)")
                 note = "; ".join(bits)
             secs = r.get("plan_seconds", r.get("compile_seconds"))
             opcol = ""
@@ -717,6 +731,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--time-limit", type=float, help="seconds: no new method is built after this (the ones "
                                                       "built are still timed and written)")
     ap.add_argument("--no-tracker", action="store_true", help="skip the CPU op-level peaks")
+    ap.add_argument("--overhead-rounds", type=int, default=20,
+                    help="rounds of remat eager 100%% timed against vanilla alone (0: none)")
     args = ap.parse_args(argv)
     args.families = set(args.methods.split(",")) | {"vanilla"}
     unknown = args.families - set(FAMILIES)
