@@ -147,3 +147,40 @@ def apply_cost(n: fx.Node, cost: str, device: Any = None) -> float:
         return cache.ops[key]
     fig = costs.device_figures(device if device is not None else x.device)
     return costs.seconds(fig, out.numel(), moved, x.dtype == torch.float32)
+
+
+BN_IN_PLACE = torch.ops.aten._native_batch_norm_legit.default
+
+
+def update_statistics_in_place(gm: fx.GraphModule) -> int:
+    """Each training batch norm of a forward graph whose running statistics are graph inputs read
+    by it alone updates them in place, as eager's kernel does, instead of cloning them, updating
+    the clones and handing those back for AOTAutograd's epilogue to copy in (two clones and two
+    copies a batch norm; on a ResNet's CPU step about half of the 0.8 ms the generated code took
+    over eager's). The returned new statistics are then the inputs themselves, which the epilogue
+    copies onto themselves (a no-op). Same kernel, same values. Returns the batch norms rewritten."""
+    done = 0
+    for n in list(gm.graph.nodes):
+        if n.op != "call_function" or n.target is not BN_FUNCTIONAL or len(n.args) < 8 or n.args[5] is not True:
+            continue
+        rm, rv = n.args[3], n.args[4]
+        if not all(isinstance(a, fx.Node) and a.op == "placeholder" and set(a.users) == {n} for a in (rm, rv)):
+            continue
+        got = outputs(n)
+        if len(got) != sum(1 for _ in n.users):  # a reader of the whole tuple
+            continue
+        with gm.graph.inserting_before(n):
+            new = gm.graph.call_function(BN_IN_PLACE, n.args[:8])
+        val = n.meta.get("val")
+        new.meta = {**n.meta, "val": tuple(val[:3]) if isinstance(val, (tuple, list)) else val}
+        for k, g in got.items():
+            if k >= 3:
+                g.replace_all_uses_with(rm if k == 3 else rv)
+                gm.graph.erase_node(g)
+            else:
+                g.args = (new, k)
+        gm.graph.erase_node(n)
+        done += 1
+    if done:
+        gm.recompile()
+    return done

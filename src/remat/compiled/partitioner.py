@@ -25,6 +25,7 @@ from ..plan import Plan
 from ..simulate import Simulation
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
+from .batchnorm import update_statistics_in_place
 from .inplace import write_over_dying_inputs
 from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
@@ -627,9 +628,10 @@ class Planner:
     def _code(self, jg: JointGraph, steps: list) -> tuple[Split, CodePeak]:
         """The two graphs that run ``steps``, as they will run, and their own peak."""
         sp = split(jg, steps)
-        if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input
-            write_over_dying_inputs(sp.forward)
+        if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input,
+            write_over_dying_inputs(sp.forward)  # batch norms' running statistics updated in place
             write_over_dying_inputs(sp.backward)
+            update_statistics_in_place(sp.forward)
         return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
