@@ -595,3 +595,21 @@ def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypat
     default_loss(ref(**inputs)).backward()
     for (n, p), q in zip(model.named_parameters(), ref.parameters()):
         assert torch.equal(p.grad, q.grad), n
+
+
+def test_backend_inductor_below_its_channels_last_floor_compiles_without_the_layout_optimization():
+    """Inductor runs a CNN's convolutions channels-last, copying their inputs; a byte budget below
+    what that code can meet (the HF ResNet at 60% of its eager peak) is compiled without the layout
+    optimization instead of refused, says so, and its measured peak is the predicted one, within
+    the budget."""
+    torch._dynamo.reset()
+    model = _hf_vision("resnet")
+    inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
+    budget = 0.6 * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
+    rep = be.report[-1]
+    assert any("without inductor's channels-last layout optimization" in n for n in rep["notes"]), rep["notes"]
+    assert peak <= budget * 1.01
+    assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
+    torch._dynamo.reset()

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 
 from ..budget import is_relative
-from ..errors import InputError
+from ..errors import InfeasibleError, InputError
 from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
 from .costs import DEFAULT_COST
 from .fusion import cache_key, config_patches, inner_compile
@@ -104,8 +104,22 @@ class RematBackend:
             # inductor runs the order and holds the memory the plan was judged by (``fusion``; the
             # backward is compiled later, so the settings go with each compile)
             key += f":{cache_key()}"
-            with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
-                fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
+            try:
+                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
+                    fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
+            except InfeasibleError as e:
+                if not _convolutions(gm) or not inductor_config.layout_optimization:
+                    raise
+                # inductor's code runs the convolutions channels-last, copying their inputs: below
+                # what that code can meet, compile without the layout optimization (slower
+                # convolutions, no copies) rather than refuse
+                key += ":layout=off"
+                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
+                    fn = compile_fx(gm, inputs, inner_compile=inner_compile(),
+                                    config_patches={**config_patches(), "layout_optimization": False})
+                if len(self.planner.planned) > made:
+                    self.planner.planned[-1].notes.append(
+                        f"compiled without inductor's channels-last layout optimization: with it, {e}")
         if len(self.planner.planned) > made:  # a training graph was partitioned (not inference)
             slot.planned = self.planner.planned[-1]
             code = slot.planned.code
@@ -117,6 +131,16 @@ class RematBackend:
         """One summary per graph compiled, of its current plan (solver, budget, predicted peak,
         recompute fraction; with graph breaks, what it holds and leaves room for)."""
         return [{**s.planned.summary(), "replans": list(s.replans)} for s in self.slots if s.planned is not None]
+
+
+def _convolutions(gm: torch.fx.GraphModule) -> bool:
+    """Whether a Dynamo graph convolves (what inductor's layout optimization acts on)."""
+    for n in gm.graph.nodes:
+        if n.op == "call_module" and isinstance(gm.get_submodule(str(n.target)), torch.nn.modules.conv._ConvNd):
+            return True
+        if n.op == "call_function" and "conv" in getattr(n.target, "__name__", str(n.target)):
+            return True
+    return False
 
 
 def _price(before: list[Slot]) -> float:
