@@ -230,14 +230,14 @@ class Planner:
         and below the planning graph's floor, take the floor plan if its fused code fits.
 
         With ``auto`` or ``selective`` under inductor, plans are made for the fused code first
-        (``_fused_selective``); the solvers' own plans are the fallback when none fits."""
-        from ..optimize import BudgetError, plan_within, smallest_choice
+        (``_judged_selective``); the solvers' own plans are the fallback when none fits."""
+        from ..optimize import BudgetError, plan_within
 
         def fits(code: CodePeak) -> float:  # bytes over the target (negative: room left)
             margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
             return max(code.peak * margin, code.after_forward + tail) - target
 
-        fused = self._fused_selective(jg, pg, target, tail) if self._fused else None
+        fused = self._judged_selective(jg, pg, target, tail) if self._fused else None
         if fused is not None:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the "
                          "fused walk)")
@@ -247,7 +247,7 @@ class Planner:
             choice = self._choose(pg, planning, base, relative, vanilla, notes)
         except InfeasibleError as e:
             low = self._floor(pg) if self._fused else None
-            fused = self._fused_selective(jg, pg, target, tail, [low]) if low is not None else None
+            fused = self._judged_selective(jg, pg, target, tail, [low]) if low is not None else None
             if fused is not None:
                 notes.append("below the planning graph's floor: planned for inductor's fused code "
                              f"({fused[0].plan.stats['chosen']} from the floor plan, judged by the fused walk)")
@@ -262,7 +262,8 @@ class Planner:
                 raise self._split_error(jg.graph, target, held, before, e, jg) from None
         best = (choice, *self._split(jg, choice, pg))
         searched = ""
-        if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor") and not self._fused:
+        if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor") and not self._fused \
+                and self.solver in ("auto", "selective"):  # (the judged search is selective's)
             judged = self._code_selective(jg, pg, target, tail, [choice, self._floor(pg)], fits)
             if judged is not None:
                 notes.append(f"the generated code of the plan within the budget peaks {fits(best[4]):.0f} bytes over "
@@ -287,7 +288,7 @@ class Planner:
                 if got[2].recompute_cost < best[2].recompute_cost:
                     notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
                     best = got
-        fused = (self._fused_selective(jg, pg, target, tail, [best[0]])
+        fused = (self._judged_selective(jg, pg, target, tail, [best[0]])
                  if self._fused and fits(best[4]) > CODE_SLACK * target else None)
         if fused is not None:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the fused "
@@ -454,7 +455,7 @@ class Planner:
             return max(code.peak * margin, code.after_forward + tail)
         return judge
 
-    def _fused_selective(self, jg: JointGraph, pg: Any, target: float, tail: float,
+    def _judged_selective(self, jg: JointGraph, pg: Any, target: float, tail: float,
                          seeds: list | None = None, seconds: float = FUSED_SECONDS) -> tuple | None:
         """The cheapest plan for the generated code that fits ``target``, as ``_fit``'s best, or
         None: ``selective`` with each prefix judged by the walk of the code it compiles to, from
@@ -500,7 +501,7 @@ class Planner:
 
         if self.solver == "auto":
             seeds = [*seeds, smallest_choice(pg, "blocks", self.mode)]
-        judged = self._fused_selective(jg, pg, target, tail, [c for c in seeds if c is not None],
+        judged = self._judged_selective(jg, pg, target, tail, [c for c in seeds if c is not None],
                                        seconds=CODE_SECONDS)
         return judged if judged is not None and fits(judged[4]) <= CODE_SLACK * target else None
 
