@@ -78,18 +78,18 @@ _exact: dict[tuple, bool] = {}
 def exact(x: torch.Tensor, w: torch.Tensor | None, b: torch.Tensor | None, stride: tuple[int, ...]) -> bool:
     """Whether ``apply_statistics`` gives the fused kernel's output, bit for bit and in its layout,
     for tensors like these (fake or real) on their device: run once per case on random values."""
+    from .costs import device_name, real_mode
+
     device = x.device
     params = w if w is not None else b
     mixed = params is not None and params.dtype != x.dtype
-    key = (str(device), tuple(x.shape), tuple(x.stride()), x.dtype, None if w is None else w.dtype,
+    key = (device_name(device), tuple(x.shape), tuple(x.stride()), x.dtype, None if w is None else w.dtype,
            None if b is None else b.dtype, stride)
     if key in _exact:
         return _exact[key]
     if device.type == "meta" or (mixed and device.type == "cpu"):
         _exact[key] = False
         return False
-    from .costs import real_mode
-
     try:
         with real_mode(), torch.no_grad():
             gen = torch.Generator(device=device).manual_seed(0)

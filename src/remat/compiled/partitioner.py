@@ -257,7 +257,7 @@ class Planner:
                 notes.append("below the planning graph's floor, but inductor's fused code at that floor fits: "
                              "planned at the floor")
             elif not held:
-                raise self._fused_too_small(jg, pg, target, base, tail, e) if self._fused else e
+                raise self._too_small(jg, pg, target, base, tail, e)
             else:
                 raise self._split_error(jg.graph, target, held, before, e, jg) from None
         best = (choice, *self._split(jg, choice, pg))
@@ -421,18 +421,29 @@ class Planner:
         raise InfeasibleError(f"remat: {text}. Raise the budget to at least {fmt_bytes(least)} "
                               f"({int(least) + 1} bytes)")
 
-    def _fused_too_small(self, jg: JointGraph, pg: Any, target: float, base: float, tail: float,
-                         cause: InfeasibleError) -> InfeasibleError:
-        """Under inductor, the refusal names the least budget the fused code meets (below the
-        planning graph's floor, which ``cause`` names)."""
+    def _too_small(self, jg: JointGraph, pg: Any, target: float, base: float, tail: float,
+                   cause: InfeasibleError) -> InfeasibleError:
+        """A budget below the planning graph's floor (which ``cause`` names): the refusal names the
+        least budget the generated code meets. Under inductor that is below the planning floor
+        (the fused search's floor); for eager code it can be above it, when the floor plan's
+        code needs more than the planning graph sees (on one CPU thread a depthwise backward's
+        im2col columns: 107 KB against a 64 KB planning floor), and a budget between the two
+        would only be refused again after a measured step."""
         from ..budget import fmt_bytes
 
-        low = self._fused_floor(jg, pg, tail)
+        if self._fused:
+            low = self._fused_floor(jg, pg, tail)
+        else:
+            floor = self._floor(pg)
+            code = self._split(jg, floor, pg)[3]
+            low = max(code.peak, code.after_forward + tail)
+            low = low if low > floor.peak else float("inf")
         if not low < float("inf"):
             return cause
+        fused = " with inductor's fused code" if self._fused else " (its generated code, temporaries inside ops included)"
         return InfeasibleError(
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
-            f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name} with inductor's fused code is "
+            f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{fused} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that")
 
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float) -> float:

@@ -20,7 +20,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 
 from ..measure import cpu_allocations, replay_peak
-from .costs import Cache, _real, node_device, op_key, real_mode, unrunnable
+from .costs import Cache, _real, device_name, node_device, op_key, real_mode, unrunnable
 
 _memo: dict[tuple[str, str], float] = {}
 _caches: dict[str, Cache] = {}
@@ -55,9 +55,11 @@ def workspace(n: fx.Node, channels_last: bool = False, uncounted: frozenset[int]
     device = node_device(n) or torch.device("cpu")
     mask = sum(1 << j for j in uncounted)
     key = f"{'cl' if channels_last else 'cf'}:{mask}:{op_key(n)}"
-    memo = (str(device), key)
+    # the device's name carries the CPU's thread count: oneDNN's kernels (and so their scratch)
+    # differ between one thread and several (a depthwise backward: 107 KB against 144 KB)
+    memo = (device_name(device), key)
     if memo not in _memo:
-        cache = _caches.setdefault(str(device), Cache(device, kind="workspace"))
+        cache = _caches.setdefault(memo[0], Cache(device, kind="workspace"))
         if key not in cache.ops:
             try:
                 found = _measure(n, device, channels_last)
