@@ -264,7 +264,10 @@ class Planner:
         searched = ""
         if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor") and not self._fused \
                 and self.solver in ("auto", "selective"):  # (the judged search is selective's)
-            judged = self._code_selective(jg, pg, target, tail, [choice, self._floor(pg)], fits)
+            # from the plan (and per-block checkpointing's floor) first; the solver's floor, which
+            # auto seeks over every candidate (5 s of a tiny BERT's 8), only when that finds none
+            judged = (self._code_selective(jg, pg, target, tail, [choice], fits)
+                      or self._code_selective(jg, pg, target, tail, [self._floor(pg)], fits, blocks=False))
             if judged is not None:
                 notes.append(f"the generated code of the plan within the budget peaks {fits(best[4]):.0f} bytes over "
                              f"it: planned by the code's own peak ({judged[0].plan.stats['chosen']})")
@@ -504,13 +507,13 @@ class Planner:
         return (choice, *self._split(jg, choice, pg))
 
     def _code_selective(self, jg: JointGraph, pg: Any, target: float, tail: float, seeds: list,
-                        fits: Callable[[CodePeak], float]) -> tuple | None:
+                        fits: Callable[[CodePeak], float], blocks: bool = True) -> tuple | None:
         """Eager code that needs more than the planning graph sees (a convolution's workspace, a
-        loss's temporaries): the cheapest plan judged by the code's own peak, from ``seeds`` and
-        per-block checkpointing's floor, as ``_fit``'s best; None when none fits."""
+        loss's temporaries): the cheapest plan judged by the code's own peak, from ``seeds`` (and
+        with ``blocks``, per-block checkpointing's floor), as ``_fit``'s best; None when none fits."""
         from ..optimize import smallest_choice
 
-        if self.solver == "auto":
+        if self.solver == "auto" and blocks:
             seeds = [*seeds, smallest_choice(pg, "blocks", self.mode)]
         judged = self._judged_selective(jg, pg, target, tail, [c for c in seeds if c is not None],
                                        seconds=CODE_SECONDS)
