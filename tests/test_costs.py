@@ -215,3 +215,14 @@ def test_pooling_is_rated_by_its_windows_on_the_cpu():
     assert costs.rated(pool) == ("pool", window)
     cpu = costs.DEVICES["cpu"]
     assert costs.roofline(pool, figures=cpu) == pytest.approx(window / cpu["pool"] + cpu["overhead"], rel=1e-12)
+
+
+def test_a_pooling_window_larger_than_its_input_reads_only_the_input():
+    """HF EfficientNet pools its 2x2 last map with a 1280x1280 kernel (ceil mode): the window is
+    clipped to the padded input, 4 elements per output, not 1.6M (which costed the op 113 s)."""
+    pool = _node(torch.ops.aten.avg_pool2d.default, (2, 1280, 2, 2), out=(2, 1280, 1, 1))
+    pool.args = (*pool.args, [1280, 1280], [1280, 1280], [0, 0], True)
+    assert costs.rated(pool) == ("pool", 2 * 1280 * 4)
+    padded = _node(torch.ops.aten.max_pool2d_with_indices.default, (1, 1, 2, 3), out=(1, 1, 1, 1))
+    padded.args = (*padded.args, [9], [9], [1])
+    assert costs.rated(padded) == ("pool", 4 * 5)

@@ -1,0 +1,150 @@
+"""A breadth check on architectures nobody here wrote: transformers models from small public
+configs, with their default arguments (dropout included), planned by ``remat.optimize`` as a user
+would call it, gradients compared with eager's bit for bit.
+
+``ARCHITECTURES`` maps a name to the config class, the model class and the config fields that
+make it small (4 layers or stages, width 64, vocabularies of 256, 64-pixel images); everything
+else is the config's default. ``check(name, budget, dtype)`` plans one within ``budget``
+(on a refusal, again within the budget the refusal names: remat's floor there), runs one step
+of it and one of an untouched copy from the same RNG state, and reports measured peaks,
+gradient equality, what was planned and how long planning took, and the peak of the library's
+own per-block checkpointing where the model has it. ``bench/bench_architectures.py`` runs them all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import re
+import time
+from typing import Any
+
+import torch
+
+from ..errors import InfeasibleError, InputError
+
+_LM = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, vocab_size=256)
+_VISION = dict(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 2, 1], num_labels=2)
+
+# name: (config class, model class, the fields that make it small, inputs: "text" or "image")
+ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**_LM, "num_key_value_heads": 2}, "text"),
+    "phi": ("PhiConfig", "PhiForCausalLM", _LM, "text"),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {**_LM, "head_dim": 16, "num_key_value_heads": 1}, "text"),
+    "gpt_neox": ("GPTNeoXConfig", "GPTNeoXForCausalLM", _LM, "text"),
+    "opt": ("OPTConfig", "OPTForCausalLM", {"hidden_size": 64, "ffn_dim": 128, "num_hidden_layers": 4,
+                                            "num_attention_heads": 4, "vocab_size": 256,
+                                            "word_embed_proj_dim": 64}, "text"),
+    "falcon": ("FalconConfig", "FalconForCausalLM", {"hidden_size": 64, "num_hidden_layers": 4,
+                                                     "num_attention_heads": 4, "vocab_size": 256}, "text"),
+    "mixtral": ("MixtralConfig", "MixtralForCausalLM", {**_LM, "num_key_value_heads": 2, "num_local_experts": 4,
+                                                        "num_experts_per_tok": 2}, "text"),
+    "bert": ("BertConfig", "BertForMaskedLM", _LM, "text"),
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", _LM, "text"),
+    "distilbert": ("DistilBertConfig", "DistilBertForMaskedLM", {"dim": 64, "hidden_dim": 128, "n_layers": 4,
+                                                                 "n_heads": 4, "vocab_size": 256}, "text"),
+    "t5": ("T5Config", "T5ForConditionalGeneration", {"d_model": 64, "d_ff": 128, "num_layers": 2, "num_heads": 4,
+                                                      "d_kv": 16, "vocab_size": 256, "decoder_start_token_id": 0,
+                                                      "pad_token_id": 0}, "text"),
+    "bart": ("BartConfig", "BartForConditionalGeneration", {
+        "d_model": 64, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "encoder_layers": 2, "decoder_layers": 2,
+        "encoder_attention_heads": 4, "decoder_attention_heads": 4, "vocab_size": 256}, "text"),
+    "convnext": ("ConvNextConfig", "ConvNextForImageClassification", _VISION, "image"),
+    "swin": ("SwinConfig", "SwinForImageClassification", {
+        "image_size": 64, "patch_size": 2, "embed_dim": 32, "depths": [1, 1, 2, 1], "num_heads": [1, 2, 4, 8],
+        "window_size": 4, "num_labels": 2}, "image"),
+    "deit": ("DeiTConfig", "DeiTForImageClassification", {
+        "image_size": 64, "patch_size": 8, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_labels": 2}, "image"),
+    "dinov2": ("Dinov2Config", "Dinov2ForImageClassification", {
+        "image_size": 64, "patch_size": 8, "hidden_size": 64, "num_hidden_layers": 4, "num_attention_heads": 4,
+        "num_labels": 2}, "image"),
+    "mobilenet_v2": ("MobileNetV2Config", "MobileNetV2ForImageClassification", {
+        "image_size": 64, "depth_multiplier": 0.35, "num_labels": 2}, "image"),
+    "efficientnet": ("EfficientNetConfig", "EfficientNetForImageClassification", {
+        "image_size": 64, "width_coefficient": 1.0, "depth_coefficient": 1.0, "hidden_dim": 1280,
+        "num_labels": 2}, "image"),
+    "regnet": ("RegNetConfig", "RegNetForImageClassification", _VISION, "image"),
+    "segformer": ("SegformerConfig", "SegformerForImageClassification", {
+        "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1], "num_labels": 2, "decoder_hidden_size": 64},
+        "image"),
+}
+
+
+def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[str, torch.Tensor], str]:
+    """The model in training mode, its inputs (keyword arguments, labels included: the model
+    returns its loss) and the line that builds it, as a user would write it."""
+    import transformers
+
+    if name not in ARCHITECTURES:
+        raise InputError(f"unknown architecture {name!r}: one of {', '.join(ARCHITECTURES)}")
+    config_cls, model_cls, fields, kind = ARCHITECTURES[name]
+    torch.manual_seed(seed)
+    model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**fields)).train()
+    gen = torch.Generator().manual_seed(seed)
+    if kind == "text":
+        ids = torch.randint(0, 256, (2, 32), generator=gen)
+        inputs = {"input_ids": ids, "labels": ids}
+    else:
+        inputs = {"pixel_values": torch.randn(2, 3, 64, 64, generator=gen), "labels": torch.tensor([0, 1])}
+    args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    return model, inputs, f"transformers.{model_cls}(transformers.{config_cls}({args}))"
+
+
+def _autocast(dtype: str) -> Any:
+    return torch.autocast("cpu", torch.bfloat16) if dtype == "bf16" else contextlib.nullcontext()
+
+
+def _step(model: Any, inputs: dict[str, Any], dtype: str) -> torch.Tensor:
+    torch.manual_seed(1)  # the same dropout masks in both
+    with _autocast(dtype):
+        loss = model(**inputs).loss
+    loss.backward()
+    return loss.detach()
+
+
+def _per_block(model: torch.nn.Module, inputs: dict[str, Any], dtype: str) -> float | None:
+    """The measured peak of the library's own per-block checkpointing, None where it has none."""
+    from ..measure import measure
+
+    if not getattr(model, "supports_gradient_checkpointing", False):
+        return None
+    peer = copy.deepcopy(model)
+    peer.gradient_checkpointing_enable()
+    with _autocast(dtype):
+        return float(measure(peer, inputs, method="profiler", loss_fn=lambda out: out.loss).peak)
+
+
+def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]:
+    """Plan ``name`` within ``budget`` (bf16: under CPU autocast, as the user trains it), step it
+    and an eager copy, and report what happened (see the module docstring)."""
+    import remat
+
+    model, inputs, source = build(name)
+    ref = copy.deepcopy(model)
+    row: dict[str, Any] = {"model": name, "source": source, "dtype": dtype, "budget": budget}
+    started = time.perf_counter()
+    with _autocast(dtype):
+        try:
+            planned = remat.optimize(model, inputs, budget)
+        except InfeasibleError as e:
+            row["refused"] = str(e)
+            named = re.search(r"(\d+) bytes\)", str(e))
+            if named is None:
+                return row
+            planned = remat.optimize(model, inputs, int(named.group(1)))
+    row["seconds"] = time.perf_counter() - started
+    report = planned.report
+    row.update(planned_within=report.budget, measured_peak=report.measured_peak,
+               vanilla_peak=report.vanilla_measured_peak, solver=report.solver,
+               recompute_fraction=report.recompute_fraction, plan_seconds=report.compile_seconds)
+    row["peak_fraction"] = report.measured_peak / report.vanilla_measured_peak
+    ours, theirs = _step(planned, inputs, dtype), _step(ref, inputs, dtype)
+    row["loss_equal"] = bool(torch.equal(ours, theirs))
+    pairs = [(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()) if q.grad is not None]
+    row["grads_equal"] = all(a is not None and torch.equal(a, b) for a, b in pairs)
+    row["grads_compared"] = len(pairs)
+    block = _per_block(ref, inputs, dtype)
+    if block is not None:
+        row["per_block_fraction"] = block / report.vanilla_measured_peak
+    return row
