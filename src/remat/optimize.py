@@ -74,11 +74,12 @@ def _choice(plan: Plan) -> Choice:
 
 
 def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int = 3,
-                base: float | None = None) -> Choice:
+                base: float | None = None, **options: Any) -> Choice:
     """``solver``'s plan within ``budget`` as ``remat.solve`` makes it (judged on the executed
     schedule, the best over the planning budgets that fit, its floor if nothing else fits);
-    InfeasibleError naming the smallest budget it meets when ``budget`` is below that."""
-    plan = solve(graph, budget, solver=solver, mode=mode)
+    InfeasibleError naming the smallest budget it meets when ``budget`` is below that.
+    ``options`` go to the solver (auto: ``candidates``)."""
+    plan = solve(graph, budget, solver=solver, mode=mode, **options)
     if not plan.feasible:
         raise _too_small(graph, budget, solver, mode, base)
     return _choice(plan)

@@ -38,6 +38,7 @@ LOOSEN = 0.02        # room under the budget (fraction) worth planning again for
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.7% since ``fusion``; GPU unmeasured)
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
+SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
 JUDGED_OVER = 1.5   # a judged plan recomputing more than this times the plan over the budget: search lower budgets too
 FUSED_UNDO = 16       # moves the fused search tries to take back under the budget (a walk each)
 
@@ -258,7 +259,7 @@ class Planner:
                 notes.append("below the planning graph's floor, but inductor's fused code at that floor fits: "
                              "planned at the floor")
             elif not held:
-                raise self._too_small(jg, pg, target, base, tail, e)
+                raise self._too_small(jg, pg, target, base, tail, e) from None
             else:
                 raise self._split_error(jg.graph, target, held, before, e, jg) from None
         best = (choice, *self._split(jg, choice, pg))
@@ -344,13 +345,21 @@ class Planner:
         def ok(got: tuple) -> bool:
             return fits(got[4]) <= slack
 
+        shortlist = _shortlist(first[0].plan) if self.solver == "auto" else None
+
         def attempt(budget: float) -> tuple | None:  # the plan within budget, None when already tried
             nonlocal floor
             if floor is not None and budget <= floor.peak:
                 budget, choice = floor.peak, floor
             else:
                 try:
-                    choice = plan_within(pg, budget, self.solver, self.mode, base=base)
+                    try:  # auto: its candidates cheapest at the budget first (a MobileNet: 3 s a re-plan for all 15)
+                        choice = plan_within(pg, budget, self.solver, self.mode, base=base,
+                                             **({"candidates": shortlist} if shortlist else {}))
+                    except BudgetError:
+                        if not shortlist:
+                            raise
+                        choice = plan_within(pg, budget, self.solver, self.mode, base=base)
                 except BudgetError:
                     floor = self._floor(pg)
                     budget, choice = floor.peak, floor
@@ -694,6 +703,18 @@ def fingerprint(graph: Any) -> dict[str, Any]:
         n = graph[v]
         h.update(repr((v, n.op, n.mem, tuple(n.inputs))).encode())
     return {"nodes": len(graph), "fingerprint": h.hexdigest()}
+
+
+def _shortlist(plan: Any, size: int = SHORTLIST) -> tuple[str, ...] | None:
+    """The ``size`` candidates of an auto plan that made the cheapest plans within its budget
+    (from ``stats["tried"]``), None when it tried fewer: the ones to re-plan with just below it."""
+    cheapest: dict[str, float] = {}
+    for t in plan.stats.get("tried", []):
+        if t.get("fits") and "recompute_cost" in t:
+            cheapest[t["solver"]] = min(cheapest.get(t["solver"], float("inf")), t["recompute_cost"])
+    if len(cheapest) <= size:
+        return None
+    return tuple(sorted(cheapest, key=cheapest.get)[:size])
 
 
 def _kept(graph: Any, steps: list) -> set[str]:
