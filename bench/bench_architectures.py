@@ -9,8 +9,8 @@ experts, ViTs, windowed attention, CNNs with BatchNorm and depthwise convolution
 bf16 autocast on the CPU): ``remat.optimize(model, inputs, budget)``, on a refusal again within the
 budget it names; one step of the plan and one of an eager copy from the same RNG state. Reported:
 gradients and loss ``torch.equal`` to eager's, the measured peak (allocator level) as a fraction of
-vanilla's, the library's per-block checkpointing where it has one, the solver, recomputation (a
-fraction of a forward, roofline costs) and planning seconds.
+vanilla's, per-block checkpointing's (the library's, else residual blocks wrapped), the solver,
+recomputation (a fraction of a forward, roofline costs) and planning seconds.
 
 Writes OUT/results.json (after every model), OUT/table.md and OUT/COMMANDS.md.
 """

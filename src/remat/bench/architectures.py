@@ -7,8 +7,8 @@ make it small (4 layers or stages, width 64, vocabularies of 256, 64-pixel image
 else is the config's default. ``check(name, budget, dtype)`` plans one within ``budget``
 (on a refusal, again within the budget the refusal names: remat's floor there), runs one step
 of it and one of an untouched copy from the same RNG state, and reports measured peaks,
-gradient equality, what was planned and how long planning took, and the peak of the library's
-own per-block checkpointing where the model has it. ``bench/bench_architectures.py`` runs them all.
+gradient equality, what was planned and how long planning took, and the peak of per-block
+checkpointing (the library's own, else its residual blocks wrapped in ``torch.utils.checkpoint``). ``bench/bench_architectures.py`` runs them all.
 """
 
 from __future__ import annotations
@@ -71,6 +71,14 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
 }
 
 
+# the residual blocks of models whose library has no per-block checkpointing, wrapped in
+# ``torch.utils.checkpoint`` instead (``heldout.wrap_blocks``), as a user would
+BLOCKS: dict[str, tuple[str, ...]] = {
+    "convnext": ("ConvNextLayer",), "mobilenet_v2": ("MobileNetV2InvertedResidual",),
+    "efficientnet": ("EfficientNetBlock",), "regnet": ("RegNetXLayer", "RegNetYLayer"),
+}
+
+
 def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[str, torch.Tensor], str]:
     """The model in training mode, its inputs (keyword arguments, labels included: the model
     returns its loss) and the line that builds it, as a user would write it."""
@@ -103,14 +111,22 @@ def _step(model: Any, inputs: dict[str, Any], dtype: str) -> torch.Tensor:
     return loss.detach()
 
 
-def _per_block(model: torch.nn.Module, inputs: dict[str, Any], dtype: str) -> float | None:
-    """The measured peak of the library's own per-block checkpointing, None where it has none."""
-    from ..measure import measure
+def _per_block(name: str, model: torch.nn.Module, inputs: dict[str, Any], dtype: str) -> float | None:
+    """The measured peak of per-block checkpointing: the library's own, else ``BLOCKS`` wrapped;
+    None where the model has neither."""
+    import sys
 
-    if not getattr(model, "supports_gradient_checkpointing", False):
-        return None
+    from ..measure import measure
+    from .heldout import wrap_blocks
+
     peer = copy.deepcopy(model)
-    peer.gradient_checkpointing_enable()
+    if getattr(model, "supports_gradient_checkpointing", False):
+        peer.gradient_checkpointing_enable()
+    elif name in BLOCKS:
+        module = sys.modules[type(model).__module__]
+        wrap_blocks(peer, tuple(getattr(module, b) for b in BLOCKS[name]))
+    else:
+        return None
     with _autocast(dtype):
         return float(measure(peer, inputs, method="profiler", loss_fn=lambda out: out.loss).peak)
 
@@ -144,7 +160,7 @@ def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]
     pairs = [(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()) if q.grad is not None]
     row["grads_equal"] = all(a is not None and torch.equal(a, b) for a, b in pairs)
     row["grads_compared"] = len(pairs)
-    block = _per_block(ref, inputs, dtype)
+    block = _per_block(name, ref, inputs, dtype)
     if block is not None:
         row["per_block_fraction"] = block / report.vanilla_measured_peak
     return row
