@@ -18,6 +18,7 @@ version (and, on the CPU, thread count, which op times depend on).
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import os
@@ -288,6 +289,7 @@ def device_name(device: torch.device) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", label).strip("_")
 
 
+@functools.lru_cache(maxsize=None)
 def _cpu_model() -> str:
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
