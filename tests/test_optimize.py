@@ -79,3 +79,24 @@ def test_verify_replans_then_says_by_how_much_the_budget_is_missed():
     model, inputs = models.build_mlp()
     with pytest.raises(BudgetError, match=r"cannot be met on the real step: .* measured .* over"):
         remat.optimize(model, inputs, "100%", solver="twremat", tolerance=-0.5, rounds=2)
+
+
+def test_a_budget_that_needs_no_recomputation_runs_the_model_itself_when_the_code_saves_nothing(tmp_path):
+    """A ResNet-style CNN at 100%: nothing to recompute, and the generated code would peak as eager's
+    step does, so the step is eager PyTorch's own (no overhead). At 60% it runs the generated code.
+    A plan cache keeps the choice."""
+    model, inputs = models.build_cnn()
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "100%", plan_cache=tmp_path)
+    assert module.report.executor == "eager" and module.report.recompute_cost == 0
+    assert module.report.measured_peak == module.report.vanilla_measured_peak
+    assert any("runs eager PyTorch" in n for n in module.report.notes)
+    calls = []
+    model.register_forward_hook(lambda *a: calls.append(1))
+    default_loss(module(*inputs)).backward()
+    default_loss(ref(*inputs)).backward()
+    assert calls == [1]  # the model itself ran
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    again = remat.optimize(copy.deepcopy(ref), inputs, "100%", plan_cache=tmp_path)
+    assert again.report.executor == "eager" and again.step.eager
+    assert remat.optimize(copy.deepcopy(ref), inputs, "60%").report.executor == "compiled"

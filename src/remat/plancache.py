@@ -148,6 +148,7 @@ def _loaded(model: nn.Module, args: tuple, kwargs: dict, plan: Any, report: dict
     module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device, name=name))
     step = module.compile_for(args, kwargs, Planner(budget, solver, mode, cost, device=device, name=name, plan=plan))
     module.report = _restore_report(report) or _fresh_report(step, name)
+    step.eager = module.report.executor == "eager"  # stored from a step that runs the model as is
     module.report.compile_seconds = step.compile_seconds
     module.report.planning_seconds = 0.0
     module.report.notes = [*module.report.notes, f"plan loaded from {source}, not planned"]

@@ -218,6 +218,9 @@ class Step:
     fn: Callable
     planned: Planned
     compile_seconds: float
+    # the plan recomputes nothing and its code peaks as eager's step does: run the model itself
+    # (``optimize.EAGER_SHARE``), which costs nothing over it
+    eager: bool = False
 
 
 def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) -> Step:
@@ -404,6 +407,7 @@ class CompiledModule(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not (torch.is_grad_enabled() and self.module.training):
             return self.module(*args, **kwargs)
+        given = kwargs
         kwargs = plain_mask(self.module, kwargs)  # once per step: the key and the call see the same inputs
         key = plan_key(self.module, args, kwargs)
         step = self._steps.get(key)
@@ -412,7 +416,7 @@ class CompiledModule(nn.Module):
         if step is not self.step:
             self.step = step
             self.report = self.reports.get(key, self.report)
-        return run(step, args, kwargs)
+        return self.module(*args, **given) if step.eager else run(step, args, kwargs)
 
     def _plan_new(self, key: tuple, args: tuple, kwargs: dict) -> Step:
         import warnings
