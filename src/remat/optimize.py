@@ -232,11 +232,11 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
     report.update(step.planned.summary())
     if verify and _runs_eager(step, target, report["measured_peak"], vanilla, tolerance):
         step.eager = True
-        report.update(executor="eager", measured_peak=vanilla)
         report["notes"] = [*report.get("notes", []), (
-            f"nothing to recompute within the budget, and the generated code peaks at "
-            f"{100 * step.planned.peak / vanilla:.1f}% of eager's step: the step runs eager PyTorch, "
+            f"nothing to recompute within the budget, and the generated code measured "
+            f"{100 * report['measured_peak'] / vanilla:.1f}% of eager's peak: the step runs eager PyTorch, "
             f"which costs nothing over it")]
+        report.update(executor="eager", measured_peak=vanilla)
     report.update(budget=target, vanilla_predicted_peak=step.planned.vanilla, compile_seconds=step.compile_seconds,
                   solver=step.planned.plan.stats.get("chosen", step.planned.plan.solver),
                   mode=step.planned.plan.mode or mode, kept=len(step.planned.split.saved),

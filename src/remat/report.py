@@ -32,7 +32,7 @@ class Report:
     """The record of one ``remat.optimize`` call (bytes for memory, the graph's cost unit for costs)."""
 
     model: str
-    executor: str                       # "compiled", "interpret", or "eager" (nothing to recompute: the model runs as is)
+    executor: str                       # "compiled", "interpret", or "eager" (nothing to recompute: the model as is)
     solver: str                         # the solver whose plan runs
     mode: str
     budget: float                       # bytes of activation memory the step was planned within

@@ -8,7 +8,8 @@ else is the config's default. ``check(name, budget, dtype)`` plans one within ``
 (on a refusal, again within the budget the refusal names: remat's floor there), runs one step
 of it and one of an untouched copy from the same RNG state, and reports measured peaks,
 gradient equality, what was planned and how long planning took, and the peak of per-block
-checkpointing (the library's own, else its residual blocks wrapped in ``torch.utils.checkpoint``). ``bench/bench_architectures.py`` runs them all.
+checkpointing (the library's own, else its residual blocks wrapped in ``torch.utils.checkpoint``).
+``bench/bench_architectures.py`` runs them all.
 """
 
 from __future__ import annotations

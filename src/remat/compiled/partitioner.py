@@ -460,10 +460,11 @@ class Planner:
             low = low if low > floor.peak else float("inf")
         if not low < float("inf"):
             return cause
-        fused = " with inductor's fused code" if self._fused else " (its generated code, temporaries inside ops included)"
+        what = (" with inductor's fused code" if self._fused
+                else " (its generated code, temporaries inside ops included)")
         return InfeasibleError(
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
-            f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{fused} is "
+            f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that")
 
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float) -> float:
