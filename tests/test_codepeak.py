@@ -363,3 +363,19 @@ def test_the_walk_leaves_the_gradients_it_does_not_count_out_of_an_ops_workspace
         _walk(graph, {}, set(out.all_input_nodes), returned)
     assert asked == [frozenset(), frozenset({1})]
     assert codepeak.has_workspace(conv)
+
+
+def test_storages_are_remembered_by_value_only_while_the_planner_walks():
+    """Within ``remembering`` a value's storages are read once, for every node carrying that value
+    (the planner's splits copy the joint graph's meta); outside it nothing is kept."""
+    from remat.compiled import codepeak
+
+    nodes = [n for n in _graph(lambda x: x.sin().view(-1), (4, 4)).nodes if n.op == "call_function"]
+    sin, view = nodes
+    assert _storages(sin)[0][0] == _storages(view)[0][0]  # a view shares its base's storage
+    with codepeak.remembering():
+        first = _storages(sin)
+        assert _storages(sin) is first and len(codepeak._REMEMBERED) == 1
+        sin.meta["val"] = torch.empty(3, device="meta")  # another value: read again
+        assert _storages(sin)[0][1] == 12 and len(codepeak._REMEMBERED) == 2
+    assert codepeak._REMEMBERED is None and _storages(view) is not _storages(view)

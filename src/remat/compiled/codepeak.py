@@ -30,8 +30,10 @@ CPU: to 8 bytes in most rows).
 
 from __future__ import annotations
 
+import contextlib
 import operator
 from dataclasses import dataclass
+from typing import Iterator
 
 import torch
 import torch.fx as fx
@@ -57,14 +59,39 @@ def _tensors(val: object) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(val) if isinstance(t, torch.Tensor)]
 
 
+# storages by value while the planner walks splits (each copies the joint graph's meta, so the
+# same values are asked for again and again): ``remembering``
+_REMEMBERED: dict[int, tuple[object, list]] | None = None
+
+
+@contextlib.contextmanager
+def remembering() -> Iterator[None]:
+    """Within it, each value's storages are read once (the planner's walks of one joint graph)."""
+    global _REMEMBERED
+    outer, _REMEMBERED = _REMEMBERED, {} if _REMEMBERED is None else _REMEMBERED
+    try:
+        yield
+    finally:
+        _REMEMBERED = outer
+
+
 def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
-    out = []
-    for t in _tensors(n.meta.get("val")):
+    """The storages of ``n``'s value and their sizes (a walk asks for each node's several times,
+    over many splits: a third of its time was spent here before they were remembered)."""
+    val = n.meta.get("val")
+    cached = _REMEMBERED.get(id(val)) if _REMEMBERED is not None else None
+    if cached is not None and cached[0] is val:
+        return cached[1]
+    out, fresh = [], False
+    for t in _tensors(val):
         try:
             st = t.untyped_storage()
             out.append((StorageWeakRef(st), int(st.nbytes())))
-        except (RuntimeError, NotImplementedError):
+        except (RuntimeError, NotImplementedError):  # a storage of its own, never remembered (no aliases)
             out.append((StorageWeakRef(torch.empty(0).untyped_storage()), t.numel() * t.element_size()))
+            fresh = True
+    if not fresh and val is not None and _REMEMBERED is not None:
+        _REMEMBERED[id(val)] = (val, out)
     return out
 
 

@@ -138,6 +138,15 @@ class Planner:
         the planner's ``fused``); ``price``: the graphs before it recompute about this much per byte
         they free, so a floor freeing bytes for less is taken whatever the budget (a loss graph after
         a break: its room goes to the graphs before it)."""
+        from .codepeak import remembering
+
+        with remembering():  # the walks of this graph's splits read each value's storages once
+            return self._plan(gm, joint_inputs, num_fwd_outputs=num_fwd_outputs, held=held, before=before,
+                              tail=tail, floor=floor, index=index, fused=fused, price=price)
+
+    def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
+              tail: float, floor: bool, index: int | None, fused: bool | None,
+              price: float) -> tuple[fx.GraphModule, fx.GraphModule]:
         from ..optimize import BudgetError, parse_budget, plan_within, vanilla_peak
 
         started = time.perf_counter()
