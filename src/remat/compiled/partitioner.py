@@ -130,7 +130,8 @@ class Planner:
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
-                 fused: bool | None = None, price: float = 0.0, **_: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+                 fused: bool | None = None, price: float = 0.0,
+                 **options: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Plan one joint graph. With a byte budget after graph breaks (``chain``): ``held`` bytes are
         held by the ``before`` graphs before it, ``tail`` bytes are needed by those after it while
         its forward's leftovers live; ``floor``: plan at the solver's floor (provisional); ``index``:
@@ -142,11 +143,11 @@ class Planner:
 
         with remembering():  # the walks of this graph's splits read each value's storages once
             return self._plan(gm, joint_inputs, num_fwd_outputs=num_fwd_outputs, held=held, before=before,
-                              tail=tail, floor=floor, index=index, fused=fused, price=price)
+                              tail=tail, floor=floor, index=index, fused=fused, price=price, options=options)
 
     def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
-              tail: float, floor: bool, index: int | None, fused: bool | None,
-              price: float) -> tuple[fx.GraphModule, fx.GraphModule]:
+              tail: float, floor: bool, index: int | None, fused: bool | None, price: float,
+              options: dict) -> tuple[fx.GraphModule, fx.GraphModule]:
         from ..optimize import BudgetError, parse_budget, plan_within, vanilla_peak
 
         started = time.perf_counter()
@@ -203,7 +204,7 @@ class Planner:
             elif (low := self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None) is not None:
                 choice, steps, prediction, sp, code = low
             elif inductor:  # (after every split: inductor's partitioner edits the joint graph)
-                own = self._min_cut(jg, gm, joint_inputs, _, target, tail, code)
+                own = self._min_cut(jg, gm, joint_inputs, options, target, tail, code)
                 if own is not None:
                     choice, steps, prediction, sp, code = own
                     notes.append("inductor's own partitioner (torch.compile's default) fits, at a peak no higher "
@@ -215,7 +216,7 @@ class Planner:
             if low is not None:
                 choice, steps, prediction, sp, code = low
             elif inductor and prediction.recompute_cost > 0:
-                own = self._min_cut(jg, gm, joint_inputs, _, target, tail, code, than=prediction.recompute_cost)
+                own = self._min_cut(jg, gm, joint_inputs, options, target, tail, code, than=prediction.recompute_cost)
                 if own is not None:
                     notes.append(f"inductor's own partitioner (torch.compile's default) fits and recomputes "
                                  f"{own[0].recompute_cost:.3g} against {prediction.recompute_cost:.3g}: its partition "
