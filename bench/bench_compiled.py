@@ -479,6 +479,9 @@ def _graph_reports(reps: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
     fraction = step_recompute_fraction(graphs)
     if fraction is not None:
         out["report_recompute_fraction"] = fraction
+    costs = [g.get("recompute_cost") for g in graphs]
+    if graphs and all(isinstance(c, (int, float)) for c in costs):
+        out["report_recompute_cost"] = float(sum(costs))
     return out
 
 
@@ -556,6 +559,7 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 "budget->peak MiB " + ", ".join(f"{x['budget_bytes'] / MiB:.2f}->{own[x['method']] / MiB:.2f}"
                                                 for x in budgeted) +
                 (f"; violated: {'; '.join(bad)}" if bad else ""))
+    out += time_model(rows, by)
     r = by.get("remat eager 100%")
     if r is not None:  # judged alone with vanilla where timed so (the runtime's own overhead)
         alone = r.get("time_ratio_alone")
@@ -565,6 +569,35 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
              f"full round; recompute cost {r.get('report_recompute_cost', '?')}" if alone is not None else
              f"x{r['time_ratio']:.3f}, recompute cost {r.get('report_recompute_cost', '?')}") if _ok(r)
             else f"not measured ({r.get('error', '')[:120]})")
+    return out
+
+
+TIME_MODEL = 0.05  # a step within this of its baseline's plus the plan's predicted recomputation
+
+
+def time_model(rows: list[dict[str, Any]], by: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """Each remat step against its prediction: the baseline's measured step (vanilla for remat eager,
+    torch.compile at budget 1.0 for remat inductor) plus the plan's recompute cost, which the
+    default cost model gives in seconds of the device. None where the costs are not seconds."""
+    from remat.compiled.costs import DEFAULT_COST
+
+    if DEFAULT_COST not in ("roofline", "profile"):
+        return []
+    out = []
+    for x in rows:
+        if x["family"] not in ("remat-eager", "remat-inductor") or not _ok(x) or "same_as" in x:
+            continue
+        name = "vanilla" if x["family"] == "remat-eager" else "torch.compile b=1"
+        base, cost = by.get(name), x.get("report_recompute_cost")
+        if not _ok(base) or not isinstance(cost, (int, float)) or "step_seconds" not in x \
+                or "step_seconds" not in base:
+            continue
+        predicted = base["step_seconds"] + cost
+        ratio = x["step_seconds"] / predicted
+        out.append({"target": f"{x['method']}: step within 5% of {name}'s plus the predicted recomputation",
+                    "pass": abs(ratio - 1) <= TIME_MODEL,
+                    "value": f"measured {1e3 * x['step_seconds']:.2f} ms, predicted {1e3 * predicted:.2f} ms "
+                             f"({name} {1e3 * base['step_seconds']:.2f} + recompute {1e3 * cost:.2f}): x{ratio:.3f}"})
     return out
 
 

@@ -76,6 +76,30 @@ def test_targets_are_computed_from_the_rows():
         "remat eager 100% (no recomputation): time <= 1.02x vanilla"]["pass"] is False
 
 
+def test_each_remat_step_is_judged_against_its_baseline_plus_the_predicted_recomputation():
+    """Issue 12: a step within 5% of vanilla's (torch.compile b=1's for remat inductor) plus the
+    plan's recompute cost in seconds; rows that did not run, or share another's plan, are not judged."""
+    bench = bench_scripts.load("bench_compiled")
+    rows = [_row("vanilla", "vanilla", 100, 1.0, step_seconds=0.100),
+            _row("remat eager 50%", "remat-eager", 50, 1.1, step_seconds=0.112, report_recompute_cost=0.010),
+            _row("remat eager @sac-matmul", "remat-eager", 80, 1.0, step_seconds=0.100,
+                 report_recompute_cost=0.010),
+            _row("remat eager @per-block checkpoint", "remat-eager", 40, 1.0, step_seconds=0.1,
+                 report_recompute_cost=0.0, same_as="remat eager 50%"),
+            _row("torch.compile b=1", "compile", 90, 0.8, step_seconds=0.080),
+            _row("remat inductor 50%", "remat-inductor", 50, 0.9, step_seconds=0.095, report_recompute_cost=0.005),
+            _row("remat inductor @torch.compile b=1", "remat-inductor", 0, 0, error="failed")]
+    got = {c["target"]: c for c in bench.targets(rows)}
+    mine = {k.split(":")[0]: v for k, v in got.items() if "predicted recomputation" in k}
+    assert set(mine) == {"remat eager 50%", "remat eager @sac-matmul", "remat inductor 50%"}
+    assert mine["remat eager 50%"]["pass"] is True and "x1.018" in mine["remat eager 50%"]["value"]  # 112 of 110
+    # faster than predicted is as far off as slower: 100 of 110
+    assert mine["remat eager @sac-matmul"]["pass"] is False and "x0.909" in mine["remat eager @sac-matmul"]["value"]
+    assert mine["remat inductor 50%"]["pass"] is False and "x1.118" in mine["remat inductor 50%"]["value"]  # 95 of 85
+    # the graphs of a graph break add their recompute costs
+    assert bench._graph_reports([{"recompute_cost": 0.25}, {"recompute_cost": 0.5}])["report_recompute_cost"] == 0.75
+
+
 def test_a_graph_break_step_recomputes_its_graphs_costs_over_their_forwards():
     bench = bench_scripts.load("bench_compiled")
     graphs = [{"recompute_cost": 1.0, "recompute_fraction": 0.1, "forward_cost": 10.0},

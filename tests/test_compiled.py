@@ -470,9 +470,12 @@ def _hf_vision(name: str) -> nn.Module:
     return transformers.ResNetForImageClassification(cfg).train()
 
 
-def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
+@pytest.mark.parametrize("fraction", [0.3, 0.45])
+def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met(fraction):
     """A byte budget inductor's code cannot meet is refused (not compiled over it), and the least
-    budget the error names is met."""
+    budget the error names is met. The one named is the least of every plan's fused code seen
+    while planning (45%: 0.587 of the vanilla peak, where the fused search's floor alone named
+    0.69; a plan made for 50% fits, so it is not yet the least there is)."""
     import re
 
     from torch._dynamo.exc import BackendCompilerFailed
@@ -480,12 +483,13 @@ def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
     model = _hf_vision("resnet")
     inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
 
-    budget = 0.5 * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
+    vanilla = measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
+    budget = fraction * vanilla
     torch._dynamo.reset()
-    with pytest.raises(BackendCompilerFailed, match="Raise the budget to at least") as err:
+    with pytest.raises(BackendCompilerFailed, match="(?i)raise the budget to at least") as err:
         net = torch.compile(copy.deepcopy(model), backend=remat.backend(budget=budget, compiler="inductor"))
         LossStep(net)(**inputs)
-    named = int(re.search(r"\((\d+) bytes\)", str(err.value)).group(1))
+    named = int(re.search(r"(\d+) bytes\)", str(err.value)).group(1))
     assert named > budget
     torch._dynamo.reset()
     be = remat.backend(budget=named, solver="auto", compiler="inductor")

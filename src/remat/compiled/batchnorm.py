@@ -124,7 +124,8 @@ def call(g: fx.Graph, n: fx.Node, value: Any) -> fx.Node:
 def apply_cost(n: fx.Node, cost: str, device: Any = None) -> float:
     """What recomputing ``n``'s output from its statistics costs in the ``cost`` model: one pass
     reading the input and writing the output (the fused op also reads its input for the statistics;
-    ``costs.bytes_moved``)."""
+    ``costs.bytes_moved``); under ``"roofline"`` and ``"profile"`` timed on the device where the graph's
+    values are on one (``costs.TIMED``)."""
     from . import costs
 
     x, out = n.args[0].meta["val"], outputs(n)[0].meta["val"]
@@ -133,7 +134,7 @@ def apply_cost(n: fx.Node, cost: str, device: Any = None) -> float:
     if cost == "flops":
         return float(out.numel())
     moved = float(x.numel() * x.element_size() + out.numel() * out.element_size())
-    if cost == "profile" and x.device.type != "meta":
+    if cost in ("profile", "roofline") and x.device.type != "meta":  # timed, as the roofline times batch norms
         key = f"apply_statistics:{costs.op_key(n)}"
         cache = costs.Cache(x.device)
         if key not in cache.ops:

@@ -152,6 +152,7 @@ class Planner:
 
         started = time.perf_counter()
         self._fused = self.fused if fused is None else fused
+        self._seen: list[CodePeak] = []  # every split's code peak in this call: the least is named when none fits
         inductor = self._fused  # this call's code goes to inductor (whatever walk its peak is read with)
         index = len(self.planned) if index is None else index
         jg = build(gm, num_fwd_outputs, cost=self.cost, name=f"{self.name}#{index}" if index else self.name,
@@ -436,15 +437,14 @@ class Planner:
         from ..budget import fmt_bytes
 
         low = code.peak
-        if self._fused:  # the fused search from the vanilla step meets its floor at any budget above it
-            floor = self._fused_floor(jg, pg, tail)
-            low = floor if floor < float("inf") else low * (1 + FUSED_MARGIN)
+        if self._fused:  # the least of the fused search's floor, the solvers' floor and this plan, as fused code
+            low = self._fused_floor(jg, pg, tail, [code])
         least = low + held
         text = (f"{'inductor' if self._fused else 'the'} generated code of graph {jg.graph.name} needs more than the "
                 f"budget of {fmt_bytes(target + held)}: remat's plans for it meet budgets from {fmt_bytes(low)} up "
                 f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
-                f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least its search "
-                f"from the vanilla step reaches)")
+                f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least of its "
+                f"plans' fused code)")
         if relative:
             warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
             return
@@ -477,14 +477,27 @@ class Planner:
             f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that")
 
-    def _fused_floor(self, jg: JointGraph, pg: Any, tail: float) -> float:
-        """The least budget the fused selective search meets (inf when the solver is not one that
-        runs it)."""
+    def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
+        """The least budget inductor's code is known to meet: the fused selective search's floor
+        (with auto or selective), the solver's floor plan's fused code, and ``codes`` (plans
+        already split), each with ``FUSED_MARGIN``. The search moves one value at a time from the
+        vanilla step and can stop above the solvers' floor (a tiny HF ResNet: 0.69 of its measured
+        vanilla peak, where chen-recursive's plan fits 0.5), so that alone named budgets above
+        ones that are met."""
         from ..solvers import selective
 
-        if self.solver not in ("auto", "selective"):
-            return float("inf")
-        return selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), time_limit=FUSED_SECONDS).peak
+        def need(code: CodePeak) -> float:
+            return max(code.peak * (1 + FUSED_MARGIN), code.after_forward + tail)
+
+        low = min((need(c) for c in [*codes, *getattr(self, "_seen", [])]), default=float("inf"))
+        if self.solver in ("auto", "selective"):
+            low = min(low, selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail),
+                                            time_limit=FUSED_SECONDS).peak)
+        try:
+            low = min(low, need(self._split(jg, self._floor(pg), pg)[3]))
+        except InfeasibleError:
+            pass
+        return low
 
     def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
         """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its code
@@ -680,7 +693,9 @@ class Planner:
                 write_over_dying_inputs(sp.forward)  # batch norms' running statistics updated in place
                 write_over_dying_inputs(sp.backward)
                 update_statistics_in_place(sp.forward)
-        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
+        code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
+        getattr(self, "_seen", []).append(code)
+        return sp, code
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Split by the stored plan ``self.plan``, after checking it was made for this graph."""
