@@ -594,10 +594,15 @@ def time_model(rows: list[dict[str, Any]], by: dict[str, dict[str, Any]]) -> lis
             continue
         predicted = base["step_seconds"] + cost
         ratio = x["step_seconds"] / predicted
+        value = (f"measured {1e3 * x['step_seconds']:.2f} ms, predicted {1e3 * predicted:.2f} ms "
+                 f"({name} {1e3 * base['step_seconds']:.2f} + recompute {1e3 * cost:.2f}): x{ratio:.3f}")
+        own = by.get("remat eager 100%") if x["family"] == "remat-eager" else None
+        if _ok(own) and own is not x and own.get("report_executor") == "compiled" and "step_seconds" in own:
+            # the generated code's own step without recomputation (language models: 5-9% under eager's)
+            value += f"; from remat's no-recompute step ({1e3 * own['step_seconds']:.2f}): " \
+                     f"x{x['step_seconds'] / (own['step_seconds'] + cost):.3f}"
         out.append({"target": f"{x['method']}: step within 5% of {name}'s plus the predicted recomputation",
-                    "pass": abs(ratio - 1) <= TIME_MODEL,
-                    "value": f"measured {1e3 * x['step_seconds']:.2f} ms, predicted {1e3 * predicted:.2f} ms "
-                             f"({name} {1e3 * base['step_seconds']:.2f} + recompute {1e3 * cost:.2f}): x{ratio:.3f}"})
+                    "pass": abs(ratio - 1) <= TIME_MODEL, "value": value})
     return out
 
 

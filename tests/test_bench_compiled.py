@@ -84,6 +84,8 @@ def test_each_remat_step_is_judged_against_its_baseline_plus_the_predicted_recom
             _row("remat eager 50%", "remat-eager", 50, 1.1, step_seconds=0.112, report_recompute_cost=0.010),
             _row("remat eager @sac-matmul", "remat-eager", 80, 1.0, step_seconds=0.100,
                  report_recompute_cost=0.010),
+            _row("remat eager 100%", "remat-eager", 90, 0.96, step_seconds=0.096, report_recompute_cost=0.0,
+                 report_executor="compiled"),
             _row("remat eager @per-block checkpoint", "remat-eager", 40, 1.0, step_seconds=0.1,
                  report_recompute_cost=0.0, same_as="remat eager 50%"),
             _row("torch.compile b=1", "compile", 90, 0.8, step_seconds=0.080),
@@ -91,8 +93,11 @@ def test_each_remat_step_is_judged_against_its_baseline_plus_the_predicted_recom
             _row("remat inductor @torch.compile b=1", "remat-inductor", 0, 0, error="failed")]
     got = {c["target"]: c for c in bench.targets(rows)}
     mine = {k.split(":")[0]: v for k, v in got.items() if "predicted recomputation" in k}
-    assert set(mine) == {"remat eager 50%", "remat eager @sac-matmul", "remat inductor 50%"}
+    assert set(mine) == {"remat eager 50%", "remat eager @sac-matmul", "remat eager 100%", "remat inductor 50%"}
     assert mine["remat eager 50%"]["pass"] is True and "x1.018" in mine["remat eager 50%"]["value"]  # 112 of 110
+    # also read from remat's own no-recompute step where that ran the generated code: 112 of 106
+    assert "from remat's no-recompute step (96.00): x1.057" in mine["remat eager 50%"]["value"]
+    assert mine["remat eager 100%"]["pass"] is True and "no-recompute step" not in mine["remat eager 100%"]["value"]
     # faster than predicted is as far off as slower: 100 of 110
     assert mine["remat eager @sac-matmul"]["pass"] is False and "x0.909" in mine["remat eager @sac-matmul"]["value"]
     assert mine["remat inductor 50%"]["pass"] is False and "x1.118" in mine["remat inductor 50%"]["value"]  # 95 of 85
