@@ -294,7 +294,8 @@ class Planner:
                 best, planning = below, planned_within
         if fits(best[4]) > CODE_SLACK * target and not best[0].plan.stats.get("floor"):
             best, planning, searched = self._below(jg, pg, target, base, fits, best, notes)
-        elif self._fused:  # bisect the planning budget between the best fitting one and the first over
+        elif self._fused or fits(best[4]) < -LOOSEN * target:  # bisect the planning budget between the best
+            # fitting one and the first over (eager code too, when its peak is well under the planning graph's)
             lo, hi = planning, planning - fits(best[4])
             for _ in range(CODE_ROUNDS + 1):
                 if hi - lo <= LOOSEN * target:
@@ -309,7 +310,8 @@ class Planner:
                     continue
                 lo, hi = hi, hi - fits(got[4])
                 if got[2].recompute_cost < best[2].recompute_cost:
-                    notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
+                    notes.append(f"{'inductor' + chr(39) + 's fused' if self._fused else 'the generated'} code fits "
+                                 f"when planned within {lo:.0f} bytes")
                     best = got
         fused = (self._judged_selective(jg, pg, target, tail, [best[0]])
                  if self._fused and fits(best[4]) > CODE_SLACK * target else None)
@@ -317,7 +319,8 @@ class Planner:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the fused "
                          f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
             best = fused
-        elif not self._fused and planning < target and best[2].recompute_cost > 0:  # (after ``_below``)
+        elif not self._fused and best[2].recompute_cost > 0 and self.solver in ("auto", "selective") and (
+                planning < target or fits(best[4]) < -LOOSEN * target):  # after ``_below``, or well under the budget
             judged = self._code_selective(jg, pg, target, tail, [best[0]], fits)
             if judged is not None and judged[2].recompute_cost < best[2].recompute_cost:
                 notes.append(f"planned by its generated code's own peak ({judged[0].plan.stats['chosen']}): it "
