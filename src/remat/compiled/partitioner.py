@@ -35,6 +35,7 @@ CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the b
 CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a re-plan: nothing (a byte budget holds;
                      # 0.5% let ViT bf16 at SAC's peak measure 0.3% over it where a plan within it recomputed 0.2% more)
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
+ROOM = 0.05          # room under the budget (fraction) the eager code's judged search is run for (3 s at most)
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.7% since ``fusion``; GPU unmeasured)
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
@@ -294,8 +295,7 @@ class Planner:
                 best, planning = below, planned_within
         if fits(best[4]) > CODE_SLACK * target and not best[0].plan.stats.get("floor"):
             best, planning, searched = self._below(jg, pg, target, base, fits, best, notes)
-        elif self._fused or fits(best[4]) < -LOOSEN * target:  # bisect the planning budget between the best
-            # fitting one and the first over (eager code too, when its peak is well under the planning graph's)
+        elif self._fused:  # bisect the planning budget between the best fitting one and the first over
             lo, hi = planning, planning - fits(best[4])
             for _ in range(CODE_ROUNDS + 1):
                 if hi - lo <= LOOSEN * target:
@@ -310,8 +310,7 @@ class Planner:
                     continue
                 lo, hi = hi, hi - fits(got[4])
                 if got[2].recompute_cost < best[2].recompute_cost:
-                    notes.append(f"{'inductor' + chr(39) + 's fused' if self._fused else 'the generated'} code fits "
-                                 f"when planned within {lo:.0f} bytes")
+                    notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
                     best = got
         fused = (self._judged_selective(jg, pg, target, tail, [best[0]])
                  if self._fused and fits(best[4]) > CODE_SLACK * target else None)
@@ -320,8 +319,8 @@ class Planner:
                          f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
             best = fused
         elif not self._fused and best[2].recompute_cost > 0 and self.solver in ("auto", "selective") and (
-                planning < target or fits(best[4]) < -LOOSEN * target):  # after ``_below``, or well under the budget
-            judged = self._code_selective(jg, pg, target, tail, [best[0]], fits)
+                planning < target or fits(best[4]) < -ROOM * target):  # after ``_below``, or well under the budget
+            judged = self._code_selective(jg, pg, target, tail, [best[0]], fits, blocks=planning < target)
             if judged is not None and judged[2].recompute_cost < best[2].recompute_cost:
                 notes.append(f"planned by its generated code's own peak ({judged[0].plan.stats['chosen']}): it "
                              f"recomputes {judged[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
