@@ -166,6 +166,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     norm whose output ``batchnorm.apply_statistics`` reproduces is two planning nodes, its
     statistics and its output (the code runs eagerly; inductor decomposes batch norm itself)."""
     costs.check(cost)
+    if statistics:  # eager code: the mixed-dtype CPU kernel's statistics are fp32 (inductor decomposes it)
+        batchnorm.real_statistics(gm)
     nodes = list(gm.graph.nodes)
     _tag_untagged(nodes)
     out_node = next(n for n in nodes if n.op == "output")
