@@ -441,7 +441,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     cur += size
                     keys.append(k)
             key_of[n] = keys
-            at = cur + (workspace(n, channels_last, frozenset(returned)) if has_workspace(n) else 0.0)
+            at = cur + (workspace(n, channels_last, frozenset(returned)) if has_workspace(n, fused) else 0.0)
             peak = max(peak, at)
             if trace is not None:  # (name, bytes live while the op runs)
                 trace.append((n.name, at))

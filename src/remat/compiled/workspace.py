@@ -27,19 +27,36 @@ _caches: dict[str, Cache] = {}
 
 
 MATMULS = ("mm", "bmm", "addmm", "baddbmm")
+# fused attention: the CPU flash attention backward allocates fp32 gradient accumulators and scratch
+# (0.11 MB at a small bf16 DeiT's backward peak, 2.7% of it)
+ATTENTION = "_scaled_dot_product"
 # a CPU batch norm backward allocates a buffer of its input's size (32 KB of a ResNet's 5.4 MB)
 NORM_BACKWARDS = ("native_batch_norm_backward", "native_layer_norm_backward", "native_group_norm_backward")
 
 
-def has_workspace(n: fx.Node) -> bool:
+def has_workspace(n: fx.Node, fused: bool = False) -> bool:
     """Ops measured here: convolutions, matmuls (on the CPU a bf16 matmul reorders its
     operands into a scratch buffer: 82 KB of a 1.75 MB step on a tiny Llama; fp32 ones allocate
-    none) and normalization backwards."""
+    none), normalization backwards, fused attention (forward and backward), and in eager code
+    (not ``fused``) pointwise ops reading
+    tensors of several floating dtypes on the CPU (``_mixed_pointwise``)."""
     target = n.target
     if n.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return False
     name = target.overloadpacket.__name__
-    return "convolution" in name or name in MATMULS or name in NORM_BACKWARDS
+    return ("convolution" in name or name in MATMULS or name in NORM_BACKWARDS or name.startswith(ATTENTION)
+            or (not fused and _mixed_pointwise(n)))
+
+
+def _mixed_pointwise(n: fx.Node) -> bool:
+    """A CPU pointwise op reading tensors of several floating dtypes: TensorIterator copies the
+    inputs not of the result's dtype into temporaries (under autocast, a bf16 layer output added to
+    the fp32 residual stream: 33 KB at each of a small DeiT's residual adds, its forward's peak)."""
+    if torch.Tag.pointwise not in n.target.tags:
+        return False
+    vals = [a.meta.get("val") for a in n.all_input_nodes]
+    tensors = [t for t in vals if isinstance(t, torch.Tensor) and t.dim() > 0 and t.dtype.is_floating_point]
+    return len({t.dtype for t in tensors}) > 1 and all(t.device.type == "cpu" for t in tensors)
 
 
 def workspace(n: fx.Node, channels_last: bool = False, uncounted: frozenset[int] = frozenset()) -> float:
