@@ -473,9 +473,8 @@ def _hf_vision(name: str) -> nn.Module:
 @pytest.mark.parametrize("fraction", [0.3, 0.45])
 def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met(fraction):
     """A byte budget inductor's code cannot meet is refused (not compiled over it), and the least
-    budget the error names is met. The one named is the least of every plan's fused code seen
-    while planning (45%: 0.587 of the vanilla peak, where the fused search's floor alone named
-    0.69; a plan made for 50% fits, so it is not yet the least there is)."""
+    budget the error names is met (45%: a plan made for 50% fits, so the one named is not yet
+    the least there is)."""
     import re
 
     from torch._dynamo.exc import BackendCompilerFailed

@@ -153,7 +153,6 @@ class Planner:
 
         started = time.perf_counter()
         self._fused = self.fused if fused is None else fused
-        self._seen: list[CodePeak] = []  # every split's code peak in this call: the least is named when none fits
         inductor = self._fused  # this call's code goes to inductor (whatever walk its peak is read with)
         index = len(self.planned) if index is None else index
         jg = build(gm, num_fwd_outputs, cost=self.cost, name=f"{self.name}#{index}" if index else self.name,
@@ -482,16 +481,16 @@ class Planner:
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
         (with auto or selective), the solver's floor plan's fused code, and ``codes`` (plans
-        already split), each with ``FUSED_MARGIN``. The search moves one value at a time from the
-        vanilla step and can stop above the solvers' floor (a tiny HF ResNet: 0.69 of its measured
-        vanilla peak, where chen-recursive's plan fits 0.5), so that alone named budgets above
-        ones that are met."""
+        already split), each with ``FUSED_MARGIN``: each of them is planned again at any budget
+        above it (the search meets its floor; ``_below`` tries the solver's floor). Every plan's
+        code seen while planning is not: named, the least of those was refused again (a tiny HF
+        ResNet on one thread)."""
         from ..solvers import selective
 
         def need(code: CodePeak) -> float:
             return max(code.peak * (1 + FUSED_MARGIN), code.after_forward + tail)
 
-        low = min((need(c) for c in [*codes, *getattr(self, "_seen", [])]), default=float("inf"))
+        low = min((need(c) for c in codes), default=float("inf"))
         if self.solver in ("auto", "selective"):
             low = min(low, selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail),
                                             time_limit=FUSED_SECONDS).peak)
@@ -695,9 +694,7 @@ class Planner:
                 write_over_dying_inputs(sp.forward)  # batch norms' running statistics updated in place
                 write_over_dying_inputs(sp.backward)
                 update_statistics_in_place(sp.forward)
-        code = code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
-        getattr(self, "_seen", []).append(code)
-        return sp, code
+        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Split by the stored plan ``self.plan``, after checking it was made for this graph."""
