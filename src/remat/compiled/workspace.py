@@ -38,8 +38,8 @@ def has_workspace(n: fx.Node, fused: bool = False) -> bool:
     """Ops measured here: convolutions, matmuls (on the CPU a bf16 matmul reorders its
     operands into a scratch buffer: 82 KB of a 1.75 MB step on a tiny Llama; fp32 ones allocate
     none), normalization backwards, fused attention (forward and backward), and in eager code
-    (not ``fused``) pointwise ops reading
-    tensors of several floating dtypes on the CPU (``_mixed_pointwise``)."""
+    (not ``fused``) pointwise ops reading tensors of several floating dtypes on the CPU
+    (``_mixed_pointwise``)."""
     target = n.target
     if n.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
         return False
