@@ -89,6 +89,52 @@ def test_gradients_equal_eager(name, autocast):
         assert torch.equal(b, c), n
 
 
+def _calls(model: nn.Module, inputs, op, phase: str) -> int:
+    """Calls of ``op`` in one training step's ``phase``: "forward" or "backward"."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    class Count(TorchDispatchMode):
+        n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Count.n += func is op
+            return func(*args, **(kwargs or {}))
+
+    with Count() if phase == "forward" else contextlib.nullcontext():
+        loss = _call(model, inputs)
+    with Count() if phase == "backward" else contextlib.nullcontext():
+        loss.backward()
+    return Count.n
+
+
+def test_generated_backward_detaches_no_more_than_eager():
+    """AOTAutograd's backward detaches each saved activation it reads (a ReLU's output); the graphs
+    run without autograd, so the generated code reads the value itself: its backward calls
+    ``aten.detach`` no more often than eager's does (once per parameter, accumulating its gradient,
+    and where eager unpacks a saved output)."""
+    model, inputs = BUILDERS["bn-cnn"]()
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
+    assert module.step.planned.split.backward.code.count("aten.detach") > 0  # the partition has some
+    detach = torch.ops.aten.detach.default
+    assert _calls(module, inputs, detach, "backward") <= _calls(ref, inputs, detach, "backward")
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.equal(p.grad, q.grad)
+
+
+def test_batch_norm_statistics_move_in_place_as_eager():
+    """Running statistics and ``num_batches_tracked`` are updated in place inside the forward, as
+    eager's kernels do: the forward copies nothing into the buffers (AOTAutograd's epilogue would
+    make three copies per batch norm), and the buffers equal eager's."""
+    model, inputs = BUILDERS["bn-cnn"]()
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
+    copy_ = torch.ops.aten.copy_.default
+    assert _calls(module, inputs, copy_, "forward") <= _calls(ref, inputs, copy_, "forward")
+    for b, c in zip(model.buffers(), ref.buffers()):
+        assert torch.equal(b, c)
+
+
 @pytest.mark.parametrize("name", ["hf-gpt2", "bn-cnn"])
 def test_backward_inside_autocast_runs_as_eager_outside(name):
     """``loss.backward()`` inside the autocast region: the generated backward runs with autocast

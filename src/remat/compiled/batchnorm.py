@@ -151,26 +151,33 @@ def apply_cost(n: fx.Node, cost: str, device: Any = None) -> float:
 
 
 BN_IN_PLACE = torch.ops.aten._native_batch_norm_legit.default
+_COPY = torch.ops.aten.copy_.default
+_ADD, _ADD_IN_PLACE = torch.ops.aten.add.Tensor, torch.ops.aten.add_.Tensor
 
 
 def update_statistics_in_place(gm: fx.GraphModule) -> int:
     """Each training batch norm of a forward graph whose running statistics are graph inputs read
-    by it alone updates them in place, as eager's kernel does, instead of cloning them, updating
-    the clones and handing those back for AOTAutograd's epilogue to copy in (two clones and two
-    copies a batch norm: on the CPU ResNet of the benchmark its no-recompute step measured 1.025x
-    eager's against 1.033x, 40 interleaved rounds). The returned new statistics are then the inputs
-    themselves, which the epilogue copies onto themselves (a no-op). Same kernel, same values.
-    Returns the batch norms rewritten."""
+    by it alone updates them in place, as eager's kernel does, instead of updating clones that are
+    then copied in: by AOTAutograd's epilogue (two clones and two copies a batch norm: on the CPU
+    ResNet of the benchmark its no-recompute step measured 1.025x eager's against 1.033x, 40
+    interleaved rounds; the new statistics returned are then the inputs themselves, copied onto
+    themselves), or, with ``keep_inference_input_mutations``, by ``copy_`` ops in the graph, which
+    are removed. Same kernel, same values. Returns the ops rewritten (``_count_in_place``'s too)."""
     done = 0
     for n in list(gm.graph.nodes):
         if n.op != "call_function" or n.target is not BN_FUNCTIONAL or len(n.args) < 8 or n.args[5] is not True:
             continue
         rm, rv = n.args[3], n.args[4]
-        if not all(isinstance(a, fx.Node) and a.op == "placeholder" and set(a.users) == {n} for a in (rm, rv)):
-            continue
         got = outputs(n)
         if len(got) != sum(1 for _ in n.users):  # a reader of the whole tuple
             continue
+        copies = [c for k, a in ((3, rm), (4, rv)) if isinstance(a, fx.Node) for c in a.users
+                  if c.target is _COPY and c.args[0] is a and k in got and c.args[1] is got[k]]
+        if not all(isinstance(a, fx.Node) and a.op == "placeholder" and set(a.users) <= {n, *copies}
+                   for a in (rm, rv)):
+            continue
+        for c in copies:
+            gm.graph.erase_node(c)
         with gm.graph.inserting_before(n):
             new = gm.graph.call_function(BN_IN_PLACE, n.args[:8])
         val = n.meta.get("val")
@@ -183,8 +190,28 @@ def update_statistics_in_place(gm: fx.GraphModule) -> int:
                 g.args = (new, k)
         gm.graph.erase_node(n)
         done += 1
+    done += _count_in_place(gm)
     if done:
         gm.recompile()
+    return done
+
+
+def _count_in_place(gm: fx.GraphModule) -> int:
+    """``copy_(x, add(x, 1))`` on a graph input read by nothing else (a batch norm's
+    ``num_batches_tracked``, kept in the graph by ``keep_inference_input_mutations``) becomes
+    ``add_(x, 1)`` where the add was, as eager increments it: one op, and no new tensor."""
+    done = 0
+    for c in list(gm.graph.find_nodes(op="call_function", target=_COPY)):
+        x, new = c.args[0], c.args[1]
+        if not (isinstance(x, fx.Node) and x.op == "placeholder" and isinstance(new, fx.Node)
+                and new.target is _ADD and new.args[0] is x and set(x.users) == {new, c} and set(new.users) == {c}):
+            continue
+        with gm.graph.inserting_before(new):
+            inc = gm.graph.call_function(_ADD_IN_PLACE, new.args, dict(new.kwargs))
+        inc.meta = {**new.meta, "val": x.meta.get("val")}
+        gm.graph.erase_node(c)
+        gm.graph.erase_node(new)
+        done += 1
     return done
 
 

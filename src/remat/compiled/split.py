@@ -288,8 +288,8 @@ _BN_NO_STATS = torch.ops.aten._native_batch_norm_legit.no_stats
 def _without_state_update(n: fx.Node) -> fx.Node:
     """The op to recompute ``n`` with: training batch norm without its running statistics.
 
-    The forward updates BatchNorm's running statistics in place after it ran (AOTAutograd's
-    epilogue), so a recomputation must neither read them (autograd would see a saved tensor
+    The forward updates BatchNorm's running statistics in place (the kernel itself, or a copy after
+    it), so a recomputation must neither read them (autograd would see a saved tensor
     modified in place) nor move them again. Outputs 0-2 (output, mean, inverse std) of the
     no-stats variant are the same kernel's, bit for bit.
     """

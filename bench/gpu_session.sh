@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The held-out benchmark on a GPU lent for 15 minutes of device time: all four models in one call.
+#
+#   bash bench/gpu_session.sh eager OUT      # call 1 (~8 min): bf16, vanilla / per-block / SAC / remat eager
+#   bash bench/gpu_session.sh inductor OUT   # call 2, if time is left: bf16, torch.compile b=1 / remat inductor
+#
+# Each model runs in its own process with its own --time-limit (no new method is built after it; what
+# was built is still timed), so a slow model cannot starve the others. Everything written goes into
+# OUT/<mode>.tar.gz (one file: the device tool brings back at most 8), holding per model results.json,
+# report.md and the frontier plots, and OUT/<mode>.log. Untar under bench/results/compiled_<gpu>/.
+# Installs nothing: python3 must have a CUDA torch, transformers and matplotlib (timm / torchvision
+# for vit / resnet, else their transformers equivalents are built). DEVICE=cpu, MODELS, DTYPES and
+# EXTRA (more arguments, e.g. "--quick") override, for a smoke test here.
+set -u
+mode=${1:?usage: bash bench/gpu_session.sh eager|inductor OUT} out=${2:?usage: bash bench/gpu_session.sh eager|inductor OUT}
+case $mode in
+  eager) methods=per-block,sac,remat-eager limit=70 extra=(--overhead-rounds 10) ;;
+  inductor) methods=compile,remat-inductor limit=45 extra=(--compile-budgets 1.0 --overhead-rounds 0) ;;
+  *) echo "mode must be eager or inductor" >&2; exit 2 ;;
+esac
+export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+work=$(mktemp -d)
+mkdir -p "$out"
+{
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name())'
+  for model in ${MODELS:-gpt2 llama vit resnet}; do
+    python3 bench/bench_compiled.py --device "${DEVICE:-cuda}" --models "$model" --dtypes "${DTYPES:-bf16}" --steps 10 \
+      --methods "$methods" --time-limit "$limit" "${extra[@]}" ${EXTRA:-} --out "$work/$model" || echo "[$model] exited $?"
+  done
+} 2>&1 | tee "$out/$mode.log"
+tar -czf "$out/$mode.tar.gz" -C "$work" .
