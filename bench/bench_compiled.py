@@ -479,9 +479,10 @@ def _graph_reports(reps: list[Any] | tuple[Any, ...]) -> dict[str, Any]:
     fraction = step_recompute_fraction(graphs)
     if fraction is not None:
         out["report_recompute_fraction"] = fraction
-    costs = [g.get("recompute_cost") for g in graphs]
-    if graphs and all(isinstance(c, (int, float)) for c in costs):
-        out["report_recompute_cost"] = float(sum(costs))
+    for key in ("recompute_cost", "recompute_time"):
+        values = [g.get(key) for g in graphs]
+        if graphs and all(isinstance(c, (int, float)) for c in values):
+            out[f"report_{key}"] = float(sum(values))
     return out
 
 
@@ -577,8 +578,10 @@ TIME_MODEL = 0.05  # a step within this of its baseline's plus the plan's predic
 
 def time_model(rows: list[dict[str, Any]], by: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     """Each remat step against its prediction: the baseline's measured step (vanilla for remat eager,
-    torch.compile at budget 1.0 for remat inductor) plus the plan's recompute cost, which the
-    default cost model gives in seconds of the device. None where the costs are not seconds."""
+    torch.compile at budget 1.0 for remat inductor) plus the plan's predicted recomputation time
+    (``recompute_time``: for inductor's code the fused model, ``remat.compiled.fusedcost``; else the
+    recompute cost, which the default cost model gives in seconds of the device). None where the
+    costs are not seconds."""
     from remat.compiled.costs import DEFAULT_COST
 
     if DEFAULT_COST not in ("roofline", "profile"):
@@ -588,7 +591,7 @@ def time_model(rows: list[dict[str, Any]], by: dict[str, dict[str, Any]]) -> lis
         if x["family"] not in ("remat-eager", "remat-inductor") or not _ok(x) or "same_as" in x:
             continue
         name = "vanilla" if x["family"] == "remat-eager" else "torch.compile b=1"
-        base, cost = by.get(name), x.get("report_recompute_cost")
+        base, cost = by.get(name), x.get("report_recompute_time", x.get("report_recompute_cost"))
         if not _ok(base) or not isinstance(cost, (int, float)) or "step_seconds" not in x \
                 or "step_seconds" not in base:
             continue

@@ -326,8 +326,11 @@ def test_backend_eager_dropout_is_exact(autocast):
     torch._dynamo.reset()
     model, (x,) = _mlp()
     ref = copy.deepcopy(model)
-    compiled = torch.compile(model, backend=remat.backend(budget="60%", solver="chen-greedy", compiler="eager"))
+    be = remat.backend(budget="60%", solver="chen-greedy", compiler="eager")
+    compiled = torch.compile(model, backend=be)
     assert torch.equal(_step(compiled, (x,), autocast), _step(ref, (x,), autocast))
+    (rep,) = be.report
+    assert rep["recompute_time"] == rep["recompute_cost"] > 0  # eager code runs each recomputed op alone
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
 
 
@@ -486,6 +489,7 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     peak = measure(Step(torch.compile(model, backend=be)), inputs, method="profiler").peak
     (rep,) = be.report
     assert "selective-fused" in rep["chosen"]
+    assert 0 < rep["recompute_time"] < rep["recompute_cost"]  # fused kernels recompute for less (``fusedcost``)
     assert budget < smallest_budget(be.planner.planned[-1].joint.graph, "auto")  # no unfused plan fits
     assert peak <= budget * 1.01
     for p, q in zip(model.parameters(), ref.parameters()):  # as close as torch.compile's bf16 kernels

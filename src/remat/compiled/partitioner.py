@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -23,6 +24,7 @@ import torch.fx as fx
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
+from . import fusedcost
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
 from .batchnorm import update_statistics_in_place
@@ -67,6 +69,7 @@ class Planned:
     held: float = 0.0               # bytes earlier graphs (graph breaks) hold while this one runs
     tail: float = 0.0               # bytes later graphs need on top of what this one's forward leaves
     provisional: bool = False       # planned at its floor until the graphs after it are known
+    recompute_time: float | None = None  # predicted device seconds of the code's recomputation (``fusedcost``)
 
     @property
     def peak(self) -> float:
@@ -86,6 +89,7 @@ class Planned:
                 "predicted_peak": self.peak, "simulated_peak": self.prediction.peak,
                 "recompute_cost": self.prediction.recompute_cost,
                 "recompute_fraction": self.recompute_fraction, "forward_cost": total_cost(self.joint.graph),
+                "recompute_time": self.recompute_time,
                 "kept_bytes": self.kept_bytes,
                 "saved_values": len(self.split.saved), "recomputed_ops": self.split.recomputed,
                 "unplanned_ops": self.split.unplanned, "planning_seconds": self.seconds,
@@ -228,7 +232,8 @@ class Planner:
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
-                                    tried=choice.tried, code=code, held=held, tail=tail, provisional=floor))
+                                    tried=choice.tried, code=code, held=held, tail=tail, provisional=floor,
+                                    recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         return sp.forward, sp.backward
 
     def _fit(self, jg: JointGraph, pg: Any, target: float, tail: float, base: float, relative: bool,
@@ -582,6 +587,21 @@ class Planner:
                      f"{choice.recompute_cost:.3g} of recomputation, less than they pay on average ({price:.3g} a byte)")
         return got
 
+    def _recompute_time(self, jg: JointGraph, steps: list, prediction: Simulation, sp: Split) -> float | None:
+        """Predicted device seconds of what the code recomputes: the plan's own cost for eager code,
+        the fused model for inductor's (``fusedcost``); None where costs are not seconds."""
+        if self.cost not in ("roofline", "profile"):
+            return None
+        if not self._fused:
+            return prediction.recompute_cost
+        if steps:
+            again = fusedcost.recomputations(steps)
+        else:  # inductor's own partition: the forward ops in its backward
+            id_of = {n.name: v for v, n in jg.node_of.items()}
+            again = Counter(id_of[n.name] for n in sp.backward.graph.nodes if n.op == "call_function"
+                            and n.name in id_of)
+        return fusedcost.recompute_seconds(jg, again, self.device)
+
     def _min_cut(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict, target: float,
                  tail: float, code: CodePeak, than: float | None = None) -> tuple | None:
         """Inductor's own partition (``min_cut_rematerialization_partition``, torch.compile at
@@ -714,7 +734,8 @@ class Planner:
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
         self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
-                                    kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code))
+                                    kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code,
+                                    recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         return sp.forward, sp.backward
 
 
