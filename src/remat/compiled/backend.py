@@ -129,7 +129,8 @@ class RematBackend:
     @property
     def report(self) -> list[dict[str, Any]]:
         """One summary per graph compiled, of its current plan (solver, budget, predicted peak,
-        recompute fraction; with graph breaks, what it holds and leaves room for)."""
+        recompute fraction, ``recompute_time``: predicted seconds of the code's recomputation; with
+        graph breaks, what it holds and leaves room for)."""
         return [{**s.planned.summary(), "replans": list(s.replans)} for s in self.slots if s.planned is not None]
 
 
