@@ -165,3 +165,77 @@ def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]
     if block is not None:
         row["per_block_fraction"] = block / report.vanilla_measured_peak
     return row
+
+
+def _grad_diff(model: torch.nn.Module, ref: torch.nn.Module) -> float:
+    """Worst parameter's max |g - g_ref| / max |g_ref| (parameters ``ref`` has a gradient for)."""
+    worst = 0.0
+    for p, q in zip(model.parameters(), ref.parameters()):
+        if q.grad is None:
+            continue
+        if p.grad is None:
+            return float("inf")
+        scale = q.grad.abs().max().item()
+        worst = max(worst, (p.grad.float() - q.grad.float()).abs().max().item() / (scale or 1.0))
+    return worst
+
+
+def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dict[str, Any]:
+    """``torch.compile(model, backend=remat.backend(budget, compiler="inductor"))`` within
+    ``fraction`` of the eager step's measured peak, as bytes (on a refusal, again within the budget
+    the refusal names), beside ``torch.compile(model)`` (inductor, activation budget 1.0): measured
+    peaks (allocator level), and each one's gradients against eager's, one step from the same seed."""
+    import remat
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    from ..measure import measure
+    from .heldout import raise_dynamo_limits
+
+    raise_dynamo_limits()
+    model, inputs, source = build(name)
+    row: dict[str, Any] = {"model": name, "source": source, "dtype": dtype, "fraction": fraction}
+
+    def peak(net: torch.nn.Module) -> float:
+        with _autocast(dtype):
+            return float(measure(net, inputs, method="profiler", loss_fn=lambda out: out.loss).peak)
+
+    vanilla = peak(copy.deepcopy(model))
+    row.update(vanilla_peak=vanilla, budget=fraction * vanilla)
+    ref, peer = copy.deepcopy(model), copy.deepcopy(model)
+    torch._dynamo.reset()
+    started = time.perf_counter()
+    ours = copy.deepcopy(model)
+    backend = remat.backend(budget=int(row["budget"]), compiler="inductor")
+    net = torch.compile(ours, backend=backend)
+    try:
+        row["peak"] = peak(net)
+    except BackendCompilerFailed as e:
+        named = re.search(r"raise the budget to at least .*?(\d+) bytes\)", str(e), re.IGNORECASE)
+        if named is None:
+            raise
+        row["refused"] = str(e).splitlines()[-1][:300]
+        row["budget"] = float(named.group(1))
+        torch._dynamo.reset()
+        ours = copy.deepcopy(model)
+        backend = remat.backend(budget=int(row["budget"]), compiler="inductor")
+        net = torch.compile(ours, backend=backend)
+        row["peak"] = peak(net)
+    row["seconds"] = time.perf_counter() - started
+    reps = backend.report
+    row.update(predicted_peak=max(r["predicted_peak"] for r in reps), graphs=len(reps),
+               solver="+".join(str(r.get("chosen") or r.get("solver")) for r in reps),
+               recompute_time=sum(r.get("recompute_time") or 0.0 for r in reps))
+    row["peak_fraction"] = row["peak"] / vanilla
+    row["within_budget"] = row["peak"] <= 1.01 * row["budget"]
+    _step(ref, inputs, dtype)
+    ours.zero_grad(set_to_none=True)
+    _step(net, inputs, dtype)
+    row["grad_diff"] = _grad_diff(ours, ref)
+    torch._dynamo.reset()
+    compiled = torch.compile(peer)
+    row["compile_peak_fraction"] = peak(compiled) / vanilla
+    peer.zero_grad(set_to_none=True)
+    _step(compiled, inputs, dtype)
+    row["compile_grad_diff"] = _grad_diff(peer, ref)
+    torch._dynamo.reset()
+    return row
