@@ -71,3 +71,16 @@ def test_a_judged_plan_that_recomputes_far_more_is_weighed_against_lower_plannin
     assert row["grads_equal"] and row["loss_equal"]
     assert row["measured_peak"] <= row["planned_within"] * 1.01
     assert row["recompute_fraction"] < 0.5
+
+
+def test_bench_runs_an_architecture_under_torch_compile_within_its_budget(tmp_path):
+    """``--compiler inductor``: remat.backend at half the eager peak beside torch.compile; the row
+    says the measured peak is within the budget, and gradients are as close to eager's as
+    torch.compile's own (DistilBERT: dropout, drawn by inductor's generator in both)."""
+    bench = bench_scripts.load("bench_architectures")
+    code = bench.main(["--compiler", "inductor", "--models", "distilbert", "--dtypes", "fp32", "--out", str(tmp_path)])
+    (row,) = json.loads((tmp_path / "results.json").read_text())["rows"]
+    assert "error" not in row, row.get("error")
+    assert row["within_budget"] and row["peak"] <= 1.01 * row["budget"] and row["budget"] == 0.5 * row["vanilla_peak"]
+    assert row["grad_diff"] <= max(2 * row["compile_grad_diff"], 1e-5)
+    assert code == 0 and "| distilbert | fp32 |" in (tmp_path / "table.md").read_text()
