@@ -23,7 +23,6 @@ same eleven matmuls; on GPT-2 (fp32) at two budgets the steps moved 0.997 -> 1.0
 
 from __future__ import annotations
 
-import operator
 from collections import Counter
 from typing import Any, Iterable
 
@@ -35,14 +34,11 @@ from . import costs
 
 def _readers(n: fx.Node) -> list[fx.Node]:
     """The ops that read ``n``'s storage: its users, through getitem and views."""
+    from .codepeak import _is_view
+
     out = []
     for u in n.users:
-        target = u.target
-        if u.op == "call_function" and (target is operator.getitem or
-                                        (isinstance(target, torch._ops.OpOverload) and target.is_view)):
-            out += _readers(u)
-        else:
-            out.append(u)
+        out += _readers(u) if u.op == "call_function" and _is_view(u) else [u]
     return out
 
 
@@ -67,7 +63,7 @@ def recompute_seconds(jg: Any, again: Counter, device: Any = None,
     if not again:
         return 0.0
     if figures is None and device is None:  # where the graph's values live
-        device = next((costs.node_device(n) for n in jg.node_of.values() if costs.node_device(n) is not None), None)
+        device = next(filter(None, map(costs.node_device, jg.node_of.values())), None)
     fig = figures or costs.device_figures(device)
     recomputed = {jg.node_of[v] for v in again if v in jg.node_of}
     total = 0.0
@@ -82,4 +78,3 @@ def recompute_seconds(jg: Any, again: Counter, device: Any = None,
         stored = any(_extern(u) for u in readers)
         total += times * (costs.flops(n) / peak + (_bytes(n) / fig["bandwidth"] if stored else 0.0))
     return total
-
