@@ -35,7 +35,6 @@ import argparse
 import dataclasses
 import gc
 import json
-import math
 import os
 import platform
 import sys
@@ -125,23 +124,7 @@ class Run:
         return [p.grad for p in base.parameters()]
 
     def grad_diff(self, task: Task, base: nn.Module) -> float:
-        got = self.grads(task, base)
-        ref = self.reference or []
-        if len(got) != len(ref):
-            raise RuntimeError(f"{len(got)} parameters against vanilla's {len(ref)}")
-        worst = 0.0
-        with torch.no_grad():
-            for g, r in zip(got, ref):
-                if g is None and r is None:
-                    continue
-                if g is None or r is None:
-                    worst = max(worst, 1.0 if (g if g is not None else r).abs().max() > 0 else 0.0)
-                    continue
-                if g.shape != r.shape:
-                    raise RuntimeError(f"gradient shapes differ: {tuple(g.shape)} vs {tuple(r.shape)}")
-                scale = r.abs().max().float().item()
-                diff = (g.float() - r.float()).abs().max().item()
-                worst = max(worst, diff / scale if scale > 0 else (0.0 if diff == 0 else math.inf))
+        worst = heldout.grad_difference(self.grads(task, base), self.reference or [])
         base.zero_grad(set_to_none=True)
         return worst
 

@@ -167,17 +167,8 @@ def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]
     return row
 
 
-def _grad_diff(model: torch.nn.Module, ref: torch.nn.Module) -> float:
-    """Worst parameter's max |g - g_ref| / max |g_ref| (parameters ``ref`` has a gradient for)."""
-    worst = 0.0
-    for p, q in zip(model.parameters(), ref.parameters()):
-        if q.grad is None:
-            continue
-        if p.grad is None:
-            return float("inf")
-        scale = q.grad.abs().max().item()
-        worst = max(worst, (p.grad.float() - q.grad.float()).abs().max().item() / (scale or 1.0))
-    return worst
+def _grads(model: torch.nn.Module) -> list:
+    return [p.grad for p in model.parameters()]
 
 
 def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dict[str, Any]:
@@ -189,7 +180,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     from torch._dynamo.exc import BackendCompilerFailed
 
     from ..measure import measure
-    from .heldout import raise_dynamo_limits
+    from .heldout import grad_difference, raise_dynamo_limits
 
     raise_dynamo_limits()
     model, inputs, source = build(name)
@@ -230,12 +221,12 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     _step(ref, inputs, dtype)
     ours.zero_grad(set_to_none=True)
     _step(net, inputs, dtype)
-    row["grad_diff"] = _grad_diff(ours, ref)
+    row["grad_diff"] = grad_difference(_grads(ours), _grads(ref))
     torch._dynamo.reset()
     compiled = torch.compile(peer)
     row["compile_peak_fraction"] = peak(compiled) / vanilla
     peer.zero_grad(set_to_none=True)
     _step(compiled, inputs, dtype)
-    row["compile_grad_diff"] = _grad_diff(peer, ref)
+    row["compile_grad_diff"] = grad_difference(_grads(peer), _grads(ref))
     torch._dynamo.reset()
     return row

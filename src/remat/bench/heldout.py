@@ -285,6 +285,27 @@ class Task(nn.Module):
             return F.cross_entropy(logits_of(out), self.labels)
 
 
+def grad_difference(got: list, ref: list) -> float:
+    """Worst parameter's max |g - g_ref| / max |g_ref| over two lists of gradients (None where a
+    parameter has none: a gradient on one side only counts 1 unless it is all zeros)."""
+    if len(got) != len(ref):
+        raise RuntimeError(f"{len(got)} parameters against the reference's {len(ref)}")
+    worst = 0.0
+    with torch.no_grad():
+        for g, r in zip(got, ref):
+            if g is None and r is None:
+                continue
+            if g is None or r is None:
+                worst = max(worst, 1.0 if (g if g is not None else r).abs().max() > 0 else 0.0)
+                continue
+            if g.shape != r.shape:
+                raise RuntimeError(f"gradient shapes differ: {tuple(g.shape)} vs {tuple(r.shape)}")
+            scale = r.abs().max().float().item()
+            diff = (g.float() - r.float()).abs().max().item()
+            worst = max(worst, diff / scale if scale > 0 else (0.0 if diff == 0 else float("inf")))
+    return worst
+
+
 def autocast(device_type: str, dtype: torch.dtype | None):
     """The autocast context of a dtype (``None``: fp32, disabled)."""
     return torch.autocast(device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
