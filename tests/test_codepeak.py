@@ -1,11 +1,12 @@
 """The generated code's own peak as inductor runs it (``codepeak.fused_values``): which values
 live inside fused kernels, on a hand-sized graph."""
 
+import pytest
 import torch
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from remat.compiled.codepeak import REALIZE_READS, _storages, fused_values
-from remat.measure import cpu_allocations
+from remat.measure import cpu_allocations, replay_peak
 
 
 def _graph(f, *shapes):
@@ -418,3 +419,39 @@ def test_fused_attention_counts_what_its_backward_allocates(tmp_path, monkeypatc
     aot_function(f, fw_compiler=keep, bw_compiler=keep)(*qkv).sum().backward()
     backward = next(n for n in graphs[-1].graph.nodes if "attention" in str(n.target) and "backward" in str(n.target))
     assert has_workspace(backward) and workspace(backward) > 0
+
+
+_OUTPUT_VIEWS = {  # an output that is a view of a value inductor's own kernel computes
+    "expand of a contiguous value": lambda x: (x * 2).expand(4, 16, 32),
+    "permute of a contiguous value": lambda x: (x * 2).permute(0, 2, 1),
+    "expand of a permuted value": lambda x: (x.permute(0, 2, 1) * 2).expand(4, 32, 16),
+    "slice of a permuted value": lambda x: (x.permute(0, 2, 1) * 2)[:, :8],
+    "permuted back": lambda x: (x.permute(0, 2, 1) * 2).permute(0, 2, 1),
+}
+
+
+@pytest.mark.parametrize("case", list(_OUTPUT_VIEWS))
+def test_an_output_view_costs_what_inductors_code_allocates_for_it(case):
+    """Inductor lays a value its kernel computes out contiguous, then copies an output view of it
+    whose fx stride order that layout does not give (an ``expand`` of a permuted value: a copy
+    four times the value; Falcon's saved keys). The forward walk's peak equals the allocations of
+    inductor's own code."""
+    from remat.compiled.codepeak import _walk
+
+    f = _OUTPUT_VIEWS[case]
+    x = torch.randn(1, 16, 32)
+    graph = _graph(f, (1, 16, 32))
+    out = next(n for n in graph.nodes if n.op == "output")
+    walked, _ = _walk(graph, {}, set(out.all_input_nodes), fused=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(f, backend="inductor")
+    compiled(x)
+    with torch.no_grad():
+        events, _ = cpu_allocations(lambda: compiled(x))
+    # the wrapper's own allocations (dynamo's guards) are made and freed before the graph runs:
+    # the code's start after the last moment nothing is allocated
+    total, start = 0, 0
+    for i, (_, _, size) in enumerate(events):
+        total += size
+        start = i + 1 if total == 0 else start
+    assert walked == replay_peak(events[start:])

@@ -557,6 +557,30 @@ def test_inductor_fuses_kernels_horizontally_only_with_neighbours():
     assert _choices().can_fuse_horizontal(None, a, far, 100) is False
 
 
+def test_backend_inductor_holds_a_multi_query_attention_model_to_its_budget(request):
+    """HF Falcon (one key-value head for four query heads), built as a user would from a small
+    config, planned for inductor at half the eager step's peak: the measured peak is within the
+    budget. Before, it was 14.8% over: inductor copies each saved key (scaled, transposed and
+    expanded to every head: an output view of a permuted value) into a buffer four times the
+    value's (``codepeak._output_copy``), and fused a GELU recomputation with the GELU gradient
+    three kernels later, moving the weight gradient's matmul that reads it after both
+    (``fusion.HORIZONTAL_DISTANCE``). One thread: with several, inductor's AVX-512 code for
+    remat's Falcon graphs corrupts the heap (not yet explained; README, known problems)."""
+    from remat.bench import architectures
+
+    torch._dynamo.reset()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    request.addfinalizer(lambda: torch.set_num_threads(threads))
+    model, inputs, _ = architectures.build("falcon")
+    loss = lambda out: out.loss  # noqa: E731
+    budget = int(0.5 * measure(copy.deepcopy(model), inputs, method="profiler", loss_fn=loss).peak)
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    peak = measure(torch.compile(model, backend=be), inputs, method="profiler", loss_fn=loss).peak
+    assert peak <= budget * 1.01
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("name, fraction", [("vit", 0.8), ("resnet", 0.9)])
 def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_budget(name, fraction):
     """HF ViT (its patch embedding a convolution that reads the images) and ResNet plan for
