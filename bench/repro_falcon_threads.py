@@ -1,9 +1,10 @@
-"""Reproduce the known heap corruption (README, "With torch.compile"): remat's inductor backend on a
-small HF Falcon, several CPU threads, AVX-512 kernels. Exits 0 when eight steps run clean;
-on this 2-core machine (2026-11-26) ``--simdlen 512`` crashed in 5 runs of 5, the default in about
-half, ``--simdlen 256`` (AVX2 kernels) in 1 of 5, ``--threads 1`` in none.
+"""The heap corruption of remat's inductor code on a small HF Falcon with several CPU threads
+(README, "With torch.compile"): inductor's parallel scatter-add in a 2-D tiled kernel wrote past
+its buffer (pytorch/pytorch#191837). ``remat.backend`` now compiles with the upstream fix
+(``remat.compiled.inductor_fixes``). Exits 0 when eight steps run clean; on this 2-core machine
+(2026-11-26) ``--simdlen 512`` crashed in 5 runs of 5 before the fix and ran clean in 4 of 4 after.
 
-    PYTHONPATH=src .venv/bin/python bench/repro_falcon_threads.py [--budget 100%] [--threads 2] [--simdlen 256]
+    PYTHONPATH=src .venv/bin/python bench/repro_falcon_threads.py [--budget 100%] [--threads 2] [--simdlen 512]
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ machine's noise.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+from typing import Any, Callable, Iterator
 
 HORIZONTAL_DISTANCE = 1  # scheduler nodes apart: adjacent only (inductor's own limit is 64)
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
@@ -51,8 +52,11 @@ def config_patches() -> dict[str, Any]:
 
 
 def cache_key() -> str:
-    """What these settings add to the key of inductor's caches."""
-    return f"horizontal={HORIZONTAL_DISTANCE}:pool={BUFFER_POOL}"
+    """What these settings (and the fixes of ``inductor_fixes``) add to the key of inductor's
+    caches: code cached without them is not handed back."""
+    from .inductor_fixes import cache_key as fixes
+
+    return f"horizontal={HORIZONTAL_DISTANCE}:pool={BUFFER_POOL}:{fixes()}"
 
 
 def _choices() -> Any:
@@ -71,16 +75,47 @@ def _choices() -> Any:
     return RematChoices()
 
 
+@contextlib.contextmanager
+def _keyed() -> Iterator[None]:
+    """Inductor's cache keys for a compile that remat's partitioner does not key: the backward,
+    compiled when it first runs, after the forward's settings are gone. Without this a backward
+    with the same graph compiled by ``torch.compile``, or by remat without these settings and
+    fixes, was handed back from the FX graph cache (Falcon with two threads kept crashing on a
+    kernel cached before ``inductor_fixes``). Inductor hashes ``custom_partitioner_fn`` by its
+    uuid; a compile of already partitioned graphs never calls it."""
+    import torch._inductor.config as config
+    from torch._inductor.custom_graph_pass import CustomPartitionerFn
+
+    if config.custom_partitioner_fn is not None:  # the forward: remat's partitioner keys it
+        yield
+        return
+
+    class Keyed(CustomPartitionerFn):
+        def __call__(self, *args: Any, **kwargs: Any) -> Any:
+            raise RuntimeError("remat: the cache key of a compile of partitioned graphs is not a partitioner")
+
+        def uuid(self) -> Any:
+            return f"remat:{cache_key()}"
+
+        def __reduce__(self) -> Any:
+            return (str, (self.uuid(),))
+
+    with config.patch(custom_partitioner_fn=Keyed()):
+        yield
+
+
 def inner_compile() -> Callable[..., Any]:
     """``compile_fx``'s ``inner_compile`` for remat's forward and backward graphs: inductor's own,
-    run with ``RematChoices`` (the backward is compiled later than the forward; the handler goes
-    with each call)."""
+    run with ``RematChoices`` and the fixes of ``inductor_fixes`` (the backward is compiled later
+    than the forward; both go with each call)."""
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.virtualized import V
 
+    from .inductor_fixes import fixed
+
     def compile_inner(*args: Any, **kwargs: Any) -> Any:
         V.choices  # noqa: B018 - the thread's default handler exists before it is swapped out
-        with V.set_choices_handler(_choices()):
+        with V.set_choices_handler(_choices()), fixed(), _keyed():
             return compile_fx_inner(*args, **kwargs)
 
     return compile_inner

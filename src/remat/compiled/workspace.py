@@ -59,10 +59,15 @@ def _mixed_pointwise(n: fx.Node) -> bool:
     return len({t.dtype for t in tensors}) > 1 and all(t.device.type == "cpu" for t in tensors)
 
 
-def workspace(n: fx.Node, channels_last: bool = False, uncounted: frozenset[int] = frozenset()) -> float:
+LAYOUTS = {"fx": "cf", "channels_last": "cl", "contiguous": "nc"}  # the cache keys' prefixes
+
+
+def workspace(n: fx.Node, layout: str = "fx", uncounted: frozenset[int] = frozenset()) -> float:
     """Bytes ``n``'s op allocates beyond its counted outputs while it runs (0 for ops not measured
-    here, or ones that cannot run on synthetic inputs). ``channels_last``: its 4-D operands arrive
-    channels-last (inductor's layout optimization). ``uncounted``: positions of outputs the walk
+    here, or ones that cannot run on synthetic inputs). ``layout``: how its 4-D operands arrive:
+    with the fx strides, ``channels_last`` (inductor's layout optimization), or ``contiguous``
+    (a convolution backward's operands that inductor computes in its own layout: a depthwise
+    backward's scratch is 6.4 MB channels-last and 0.13 MB contiguous). ``uncounted``: positions of outputs the walk
     does not count (gradients the step returns, which become ``.grad``): their allocations are
     left out of the op's peak wherever in the op they happen. A weight gradient is allocated at
     the end of a ``convolution_backward``, after its temporaries are freed, so subtracting it
@@ -71,7 +76,7 @@ def workspace(n: fx.Node, channels_last: bool = False, uncounted: frozenset[int]
         return 0.0
     device = node_device(n) or torch.device("cpu")
     mask = sum(1 << j for j in uncounted)
-    key = f"{'cl' if channels_last else 'cf'}:{mask}:{op_key(n)}"
+    key = f"{LAYOUTS[layout]}:{mask}:{op_key(n)}"
     # the device's name carries the CPU's thread count: oneDNN's kernels (and so their scratch)
     # differ between one thread and several (a depthwise backward: 107 KB against 144 KB)
     memo = (device_name(device), key)
@@ -79,7 +84,7 @@ def workspace(n: fx.Node, channels_last: bool = False, uncounted: frozenset[int]
         cache = _caches.setdefault(memo[0], Cache(device, kind="workspace"))
         if key not in cache.ops:
             try:
-                found = _measure(n, device, channels_last)
+                found = _measure(n, device, layout)
             except Exception:  # noqa: BLE001 - fails on synthetic inputs: no workspace counted
                 found = {}
             prefix = key[:key.index(":") + 1]
@@ -94,18 +99,18 @@ def _outputs(n: fx.Node) -> int:
     return sum(isinstance(t, torch.Tensor) for t in pytree.tree_leaves(n.meta.get("val")))
 
 
-def _operand(val: Any, device: torch.device, channels_last: bool) -> Any:
+def _operand(val: Any, device: torch.device, layout: str) -> Any:
     t = _real(val, device)
-    if channels_last and isinstance(t, torch.Tensor) and t.dim() == 4:
-        t = t.contiguous(memory_format=torch.channels_last)
+    if layout != "fx" and isinstance(t, torch.Tensor) and t.dim() == 4:
+        t = t.contiguous(memory_format=torch.channels_last if layout == "channels_last" else torch.contiguous_format)
     return t
 
 
-def _measure(n: fx.Node, device: torch.device, channels_last: bool) -> dict[int, int]:
+def _measure(n: fx.Node, device: torch.device, layout: str) -> dict[int, int]:
     """Workspace bytes by mask of outputs left uncounted (bit ``j``: output ``j``)."""
     with real_mode(), torch.no_grad():
-        args = pytree.tree_map_only(fx.Node, lambda a: _operand(a.meta.get("val"), device, channels_last), n.args)
-        kwargs = pytree.tree_map_only(fx.Node, lambda a: _operand(a.meta.get("val"), device, channels_last),
+        args = pytree.tree_map_only(fx.Node, lambda a: _operand(a.meta.get("val"), device, layout), n.args)
+        kwargs = pytree.tree_map_only(fx.Node, lambda a: _operand(a.meta.get("val"), device, layout),
                                       n.kwargs)
         n.target(*args, **kwargs)  # warm-up: one-time allocations (primitive caches) are not the op's
         if device.type == "cuda":

@@ -1,0 +1,61 @@
+"""Fixes for inductor bugs of the installed torch that remat's graphs run into, applied while
+remat compiles (``fusion.inner_compile``) and only where the installed inductor lacks them.
+
+- **2-D tiled scatter-add with several threads** (pytorch/pytorch#191837, fixed upstream by
+  #191861). When a CPU kernel that transposes a tile also accumulates into a buffer at
+  computed indices (``index_put`` with ``accumulate``: the backward of HF Falcon's
+  ``fused_qkv[..., [-2], :]``, of ``F.fold``), ``CppTile2DKernel.store`` offsets the index by the
+  tile's inner loop variable, and the parallel ``atomic_add`` path offsets it again. The
+  doubled offset writes past the buffer: heap corruption within a few steps of remat's code for
+  a 4-layer Falcon with two threads (none with one thread, which takes a path without atomics),
+  wrong values where it does not crash. The fix offsets the index once: the atomic path
+  derives it itself.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import inspect
+from typing import Any, Iterator
+
+
+@functools.cache
+def _tile2d_store_needs_fix() -> bool:
+    """Whether the installed ``CppTile2DKernel.store`` hands the atomic path an offset index (it
+    has no branch of its own for ``atomic_add``)."""
+    try:
+        from torch._inductor.codegen.cpp import CppTile2DKernel
+        return "atomic_add" not in inspect.getsource(CppTile2DKernel.store)
+    except Exception:  # noqa: BLE001 - inductor internals moved: leave them alone
+        return False
+
+
+def cache_key() -> str:
+    """The fixes applied, for the key of inductor's caches."""
+    return "fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none"
+
+
+@contextlib.contextmanager
+def fixed() -> Iterator[None]:
+    """Inductor with the fixes above, for the ``with`` block."""
+    if not _tile2d_store_needs_fix():
+        yield
+        return
+    import torch._inductor.config as config
+    from torch._inductor.codegen.cpp import CppTile2DKernel, CppVecKernel
+
+    original = CppTile2DKernel.store
+
+    def store(self: Any, name: str, index: Any, value: Any, mode: Any = None) -> Any:
+        parallel = config.cpp.dynamic_threads or self.num_threads != 1
+        if mode == "atomic_add" and parallel and not self.need_vec_transpose(self.rename_indexing(index)):
+            # the atomic path reads the index through ``ops.index_expr``, which offsets it itself
+            return CppVecKernel.store(self, name, index, value, mode)
+        return original(self, name, index, value, mode)
+
+    CppTile2DKernel.store = store
+    try:
+        yield
+    finally:
+        CppTile2DKernel.store = original
