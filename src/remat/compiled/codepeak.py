@@ -336,7 +336,8 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
 
     from .costs import real_mode
 
-    if layout_optimized(backward):
+    convs = list(backward.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution_backward.default))
+    if not convs or layout_optimized(backward):  # (walked for every plan judged: no work without them)
         return {}
     try:
         before = (GraphLowering.find_nodes_prefer_channels_last(SimpleNamespace(module=forward))
@@ -375,7 +376,7 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
     # as inductor asks (``conv_bwd_weight_layout``): fake tensors on the op's device, whose
     # backend choice (oneDNN on the CPU) sets the gradients' layouts
     with real_mode(), FakeTensorMode():
-        for n in backward.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution_backward.default):
+        for n in convs:
             came = [arriving(a) for a in n.args[:3]]
             if any(t is None for t in came):
                 continue
