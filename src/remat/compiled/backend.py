@@ -20,6 +20,7 @@ from typing import Any, Callable
 
 import torch
 
+from .. import progress
 from ..budget import is_relative
 from ..errors import InfeasibleError, InputError
 from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
@@ -87,6 +88,19 @@ class RematBackend:
         record in ``slot`` what the plan holds and needs."""
         part = functools.partial(self.planner, index=slot.index, **plan)
         made = len(self.planner.planned)
+        with progress.task(f"remat.backend: graph {slot.index} of the step ({len(gm.graph.nodes)} nodes), "
+                           f"{compiler} code"):
+            fn = self._compile_graph(gm, inputs, compiler, part, plan)
+        if len(self.planner.planned) > made:  # a training graph was partitioned (not inference)
+            slot.planned = self.planner.planned[-1]
+            code = slot.planned.code
+            slot.after, slot.need = code.after_forward, code.peak + back
+        return fn
+
+    def _compile_graph(self, gm: torch.fx.GraphModule, inputs: list, compiler: str, part: Callable,
+                       plan: dict[str, Any]) -> Callable:
+        """``gm`` compiled by ``compiler``, partitioned by ``part`` (the planner)."""
+        made = len(self.planner.planned)
         if compiler == "eager":
             from torch._dynamo.backends.common import aot_autograd
 
@@ -120,10 +134,6 @@ class RematBackend:
                 if len(self.planner.planned) > made:
                     self.planner.planned[-1].notes.append(
                         f"compiled without inductor's channels-last layout optimization: with it, {e}")
-        if len(self.planner.planned) > made:  # a training graph was partitioned (not inference)
-            slot.planned = self.planner.planned[-1]
-            code = slot.planned.code
-            slot.after, slot.need = code.after_forward, code.peak + back
         return fn
 
     @property

@@ -40,6 +40,7 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .dynamic import hint, is_symbolic
 from .workspace import has_workspace, workspace
 
 
@@ -86,7 +87,7 @@ def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
     for t in _tensors(val):
         try:
             st = t.untyped_storage()
-            out.append((StorageWeakRef(st), int(st.nbytes())))
+            out.append((StorageWeakRef(st), int(hint(st.nbytes()))))  # (no guard on a symbolic size)
         except (RuntimeError, NotImplementedError):  # a storage of its own, never remembered (no aliases)
             out.append((StorageWeakRef(torch.empty(0).untyped_storage()), t.numel() * t.element_size()))
             fresh = True
@@ -637,7 +638,10 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     donated: set[object] = set()  # saved values only the backward holds: inductor may write over them
     first: dict[object, object] = {}
     aliases: dict[object, object] = {}
-    for p, a in zip(placeholders, saved_nodes):
+    # sizes of a dynamic-shape graph are the last values the forward saves and the backward's
+    # first inputs (AOTAutograd's order); they own no storage
+    sizes = sum(1 for a in saved_nodes if is_symbolic(a))
+    for p, a in zip(placeholders[sizes:], saved_nodes[:len(saved_nodes) - sizes]):
         for j, k in enumerate(fwd_keys.get(a, [])):
             if k is None or k in by_caller:
                 continue

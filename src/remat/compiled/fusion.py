@@ -42,6 +42,8 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, Iterator
 
+from .. import progress
+
 HORIZONTAL_DISTANCE = 1  # scheduler nodes apart: adjacent only (inductor's own limit is 64)
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
 
@@ -115,7 +117,9 @@ def inner_compile() -> Callable[..., Any]:
 
     def compile_inner(*args: Any, **kwargs: Any) -> Any:
         V.choices  # noqa: B018 - the thread's default handler exists before it is swapped out
-        with V.set_choices_handler(_choices()), fixed(), _keyed():
+        part = "backward" if kwargs.get("is_backward") else "forward"
+        with progress.task(f"inductor: compiling the {part} graph"), V.set_choices_handler(_choices()), fixed(), \
+                _keyed():
             return compile_fx_inner(*args, **kwargs)
 
     return compile_inner

@@ -22,6 +22,7 @@ moved / bandwidth)), ``"profile"`` (seconds measured per distinct op, cached on 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import operator
 import re
@@ -69,6 +70,17 @@ class JointGraph:
             frozenset(self.normalized.values())
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
     cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
+
+    def on(self, gm: fx.GraphModule) -> "JointGraph":
+        """This joint graph with its fx nodes taken from ``gm``, a graph with the same node names
+        (``dynamic.hinted``: planned on the hinted copy, split on the symbolic original)."""
+        by_name = {n.name: n for n in gm.graph.nodes}
+        _tag_untagged(list(gm.graph.nodes))
+        return dataclasses.replace(
+            self, gm=gm, node_of={v: by_name[n.name] for v, n in self.node_of.items()},
+            owners={by_name[n.name]: o for n, o in self.owners.items()},
+            group={by_name[n.name]: v for n, v in self.group.items()},
+            forward=[by_name[n.name] for n in self.forward], backward=[by_name[n.name] for n in self.backward])
 
     @functools.cached_property
     def fusible(self) -> frozenset[str]:

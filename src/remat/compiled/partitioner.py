@@ -21,10 +21,11 @@ from typing import Any, Callable
 
 import torch.fx as fx
 
+from .. import progress
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
-from . import fusedcost
+from . import batchnorm, fusedcost
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
 from .batchnorm import update_statistics_in_place
@@ -144,11 +145,33 @@ class Planner:
         the planner's ``fused``); ``price``: the graphs before it recompute about this much per byte
         they free, so a floor freeing bytes for less is taken whatever the budget (a loss graph after
         a break: its room goes to the graphs before it)."""
+        from . import dynamic
         from .codepeak import remembering
 
-        with remembering():  # the walks of this graph's splits read each value's storages once
-            return self._plan(gm, joint_inputs, num_fwd_outputs=num_fwd_outputs, held=held, before=before,
-                              tail=tail, floor=floor, index=index, fused=fused, price=price, options=options)
+        symbolic = dynamic.is_dynamic(gm)
+        with remembering(), progress.task(f"planning the joint graph ({len(gm.graph.nodes)} nodes) within "
+                                          f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
+            # (the walks of this graph's splits read each value's storages once)
+            fw, bw = self._plan(dynamic.hinted(gm) if symbolic else gm, joint_inputs, num_fwd_outputs=num_fwd_outputs,
+                                held=held, before=before, tail=tail, floor=floor, index=index, fused=fused,
+                                price=price, options=options)
+        if not symbolic:
+            return fw, bw
+        # planned at the compiling call's sizes; the code that runs is split from the symbolic graph
+        planned = self.planned[-1]
+        sizes = ", ".join(f"{k}={v}" for k, v in dynamic.symbols(gm).items())
+        planned.notes.append(f"dynamic shapes: planned at the sizes of the call that compiled it ({sizes}); "
+                             "the code runs at every size, its memory scaling with them")
+        if not planned.steps:  # inductor's own partition
+            from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+            return min_cut_rematerialization_partition(
+                gm, joint_inputs, num_fwd_outputs=num_fwd_outputs,
+                static_lifetime_input_indices=options.get("static_lifetime_input_indices"))
+        if not self._fused:
+            batchnorm.real_statistics(gm)  # as ``build`` did on the copy
+        planned.split = self._split_code(planned.joint.on(gm), planned.steps)
+        return planned.split.forward, planned.split.backward
 
     def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
               tail: float, floor: bool, index: int | None, fused: bool | None, price: float,
@@ -709,12 +732,17 @@ class Planner:
         from torch.fx._lazy_graph_module import _use_lazy_graph_module
 
         with _use_lazy_graph_module(True):
-            sp = split(jg, steps)
-            if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input,
-                write_over_dying_inputs(sp.forward)  # batch norms' running statistics updated in place
-                write_over_dying_inputs(sp.backward)
-                update_statistics_in_place(sp.forward)
+            sp = self._split_code(jg, steps)
         return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
+
+    def _split_code(self, jg: JointGraph, steps: list) -> Split:
+        """The two graphs that run ``steps``, with the in-place rewrites of fx-generated code."""
+        sp = split(jg, steps)
+        if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input,
+            write_over_dying_inputs(sp.forward)  # batch norms' running statistics updated in place
+            write_over_dying_inputs(sp.backward)
+            update_statistics_in_place(sp.forward)
+        return sp
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Split by the stored plan ``self.plan``, after checking it was made for this graph."""

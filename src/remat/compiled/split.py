@@ -31,6 +31,7 @@ from torch.fx._lazy_graph_module import _make_graph_module
 
 from ..plan import Step
 from . import batchnorm
+from .dynamic import is_symbolic
 from .jointgraph import STATE_SUFFIX, JointGraph, is_forward, is_tangent, unused_reads
 
 
@@ -58,20 +59,23 @@ def split(jg: JointGraph, steps: list[Step]) -> Split:
     inst = Instances.of(jg.graph, steps)
     kept = {v for v in jg.graph.order if inst.reads[v][0] > 0}
     emitter = _Emitter(jg, kept, inst.segments)
-    saved = emitter.needed_saved()
+    needed = emitter.needed_saved()
+    saved = [n for n in needed if not is_symbolic(n)]
+    syms = _with_bindings(jg.gm.graph, [n for n in needed if is_symbolic(n)], saved)
     fwd_out, bwd_out, fwd_descs, bwd_descs = _extract_fwd_bwd_outputs(jg.gm, num_fwd_outputs=jg.num_fwd_outputs)
     placeholders = list(jg.gm.graph.find_nodes(op="placeholder"))
     primals = [n for n in placeholders if _is_primal(n)]
     fw_graph = _extract_graph_with_inputs_outputs(
-        jg.gm.graph, primals + [n for n in placeholders if _is_fwd_seed_offset(n)], fwd_out + saved,
-        fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved))], "forward")
+        jg.gm.graph, primals + [n for n in placeholders if _is_fwd_seed_offset(n)], fwd_out + saved + syms,
+        fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved) + len(syms))], "forward")
     replayed = emitter.replayed()
     _save_generator_states(fw_graph, [jg.node_of[u].name for u in replayed], len(fwd_out))
     fw = _make_graph_module(jg.gm, fw_graph)
     bw_inputs = saved + [n for n in placeholders if _is_tangent(n) or _is_bwd_seed_offset(n)]
-    bw = emitter.emit(bw_inputs, bwd_out, bwd_descs)
-    return Split(forward=fw, backward=bw, saved=[jg.node_of[u].name + STATE_SUFFIX for u in replayed] +
-                 [n.name for n in saved], recomputed=emitter.recomputed,
+    bw = emitter.emit(bw_inputs, bwd_out, bwd_descs, syms)
+    return Split(forward=fw, backward=bw, saved=[n.name for n in syms] +
+                 [jg.node_of[u].name + STATE_SUFFIX for u in replayed] + [n.name for n in saved],
+                 recomputed=emitter.recomputed,
                  unplanned=emitter.unplanned)
 
 
@@ -119,9 +123,10 @@ class _Emitter:
             if not owners:
                 saved[a] = None  # a primal or a view of one
                 return
-            if a.target is operator.getitem and all(o in copies for o in owners):
-                return
-            if all(o in copies for o in owners):
+            if all(o in copies for o in owners):  # derived from the copies: its sizes too (dynamic shapes)
+                for x in a.all_input_nodes:
+                    if is_symbolic(x) or (x not in self.jg.node_of.values() and self.jg.owners.get(x)):
+                        read(x)
                 return
             if self._available_from_forward(a) and not any(o in copies for o in owners):
                 saved[a] = None
@@ -150,12 +155,16 @@ class _Emitter:
         order = {n: i for i, n in enumerate(self.jg.gm.graph.nodes)}
         return sorted(saved, key=order.__getitem__)
 
-    def emit(self, inputs: list[fx.Node], outputs: list, descs: list) -> fx.GraphModule:
-        """The backward graph: ``inputs`` (saved values, tangents) in, ``outputs`` (gradients) out."""
+    def emit(self, inputs: list[fx.Node], outputs: list, descs: list, syms: list[fx.Node] = ()) -> fx.GraphModule:
+        """The backward graph: ``syms`` (saved symbolic sizes: AOTAutograd passes them first), the
+        generator states, ``inputs`` (saved values, tangents) in, ``outputs`` (gradients) out."""
         g = fx.Graph()
         env: dict[fx.Node, fx.Node] = {}       # joint node -> node in g (saved, tangents, backward)
         copy_of: dict[str, dict[fx.Node, fx.Node]] = {}  # planning id -> joint fx value -> its current copy
         state_of: dict[str, fx.Node] = {}  # random planning id -> its generator state (saved first)
+        for n in syms:
+            env[n] = g.placeholder(n.name)
+            env[n].meta = dict(n.meta)
         for u in self.replayed():
             state_of[u] = g.placeholder(f"{self.jg.node_of[u].name}{STATE_SUFFIX}")
             state_of[u].meta["val"] = _fake_state(self.jg.node_of[u])
@@ -233,6 +242,26 @@ class _Emitter:
         return _make_graph_module(self.jg.gm, g)
 
 
+def _with_bindings(graph: fx.Graph, syms: list[fx.Node], saved: list[fx.Node]) -> list[fx.Node]:
+    """``syms`` and the nodes binding every symbol the saved values' and tangents' shapes use,
+    binding ones first (``_extract_fwd_bwd_modules``'s rule: the backward's sizes must be bound by
+    its inputs)."""
+    from torch.fx.experimental.symbolic_shapes import (find_symbol_binding_fx_nodes, free_symbols,
+                                                       is_symbol_binding_fx_node)
+
+    if not syms and not any(free_symbols(n.meta.get("val")) for n in saved if "val" in n.meta):
+        return []
+    bindings = find_symbol_binding_fx_nodes(graph)
+    bound = {s: n for n in syms if (s := is_symbol_binding_fx_node(n))}
+    derived = [n for n in syms if not is_symbol_binding_fx_node(n)]
+    tangents = [n for n in graph.find_nodes(op="placeholder") if _is_tangent(n)]
+    for n in [*derived, *saved, *tangents]:
+        for s in sorted(free_symbols(n.meta.get("val")) - set(bound), key=lambda s: s.name):
+            if s in bindings:
+                bound[s] = bindings[s]
+    return list(dict.fromkeys([*bound.values(), *derived]))
+
+
 _RUN_AND_SAVE = torch._prims.rng_prims.run_and_save_rng_state
 _RUN_WITH_STATE = torch._prims.rng_prims.run_with_rng_state
 
@@ -245,7 +274,7 @@ def _fake_state(n: fx.Node) -> torch.Tensor:
     if fake_mode is None:
         return real
     with fake_mode:
-        return fake_mode.from_tensor(real)
+        return fake_mode.from_tensor(real, static_shapes=True)
 
 
 def _save_generator_states(fw: fx.Graph, names: list[str], num_fwd_outputs: int) -> None:
