@@ -711,7 +711,8 @@ def test_backend_inductor_plans_depthwise_convolutions_as_inductor_lays_them_out
 
 
 @pytest.mark.parametrize("name, fraction", [("vit", 0.8), ("resnet", 0.9)])
-def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_budget(name, fraction):
+def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_budget(name, fraction,
+                                                                                   nominal_cpu_costs):
     """HF ViT (its patch embedding a convolution that reads the images) and ResNet plan for
     inductor's fused code: the walk counts the channels-last copies of the convolutions' inputs,
     their workspaces, a max-pool gradient's zeros computed in its scatter's buffer, and the 3x3
@@ -719,10 +720,9 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     within the budget. (ViT with inductor's buffer pool on: a GELU gradient kept for the next
     layer's put it at 790 KB against 719 KB predicted, ``fusion``; ResNet on the op-by-op walk:
     21% over its prediction. At this size inductor's channels-last copies of the weights put
-    saving everything at 1.22x the eager step's peak: the plan recomputes to fit. Which plan
-    fits depends on the machine's measured op costs, which order the fused search's moves: on an
-    AMD EPYC host the fused search's floor for ResNet is above 0.9, and a solver's plan judged by
-    the same walk is taken.)"""
+    saving everything at 1.22x the eager step's peak: the plan recomputes to fit. The op costs
+    order the fused search's moves: with an AMD EPYC host's measured ones its floor for ResNet is
+    above 0.9, so the nominal CPU figures are used.)"""
     torch._dynamo.reset()
     model = _hf_vision(name)
     inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
@@ -731,7 +731,7 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
     (rep,) = be.report
-    assert rep["recomputed_ops"] > 0
+    assert "fused" in rep["chosen"]
     assert peak <= budget * 1.01
     assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
     torch._dynamo.reset()
@@ -767,13 +767,14 @@ def test_code_over_the_budget_searches_the_planning_budgets_down_to_the_floor():
     assert module.report["measured_peak"] <= 200_480 * 1.01
 
 
-def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypatch):
+def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypatch, nominal_cpu_costs):
     """An HF ResNet (tiny config, default arguments): convolution workspaces and batch-norm
     backward temporaries, which the planning graph does not model, put the code of every plan the
     solvers make at 70% over the budget (164,792 bytes against 153,395). The selective search
     judged by the generated code's own peak, started from the solvers' plans, finds one within it
     that recomputes less; the measured peak (allocator level) is the predicted one, and the
-    gradients are eager's."""
+    gradients are eager's. (Nominal CPU costs: with an AMD EPYC host's measured ones a solver's
+    plan re-planned lower fits, and the search is not needed.)"""
     from remat.compiled.partitioner import CODE_SLACK, Planner
 
     transformers = pytest.importorskip("transformers")

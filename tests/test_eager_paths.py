@@ -229,7 +229,7 @@ def test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_recomputation(
     from remat.compiled import partitioner
 
     held = heldout.build("resnet", "cpu", "cpu")
-    threads, room = torch.get_num_threads(), partitioner.ROOM
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the bench's (and CI's) thread count: oneDNN's kernels and costs depend on it
 
     def planned():
@@ -238,6 +238,10 @@ def test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_recomputation(
         return module.step.planned, module.report
 
     try:
+        # the room the plan leaves depends on the machine's measured peaks and op costs (7% on
+        # the host this was written on, 1.6% on an AMD EPYC one): search from any room
+        room = 0.01
+        monkeypatch.setattr(partitioner, "ROOM", room)
         searched, report = planned()
         monkeypatch.setattr(partitioner, "ROOM", 10.0)
         plain, _ = planned()
