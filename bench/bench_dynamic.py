@@ -1,13 +1,16 @@
-"""remat.backend on batches of several sequence lengths (dynamic shapes), against eager.
+"""remat.backend on batches of several shapes (dynamic shapes), against eager.
 
 A language model trained on batches padded to each batch's longest sequence sees a new length
-every step; after the second, torch.compile traces with symbolic sizes. This runs HF Llama (the
-held-out CPU size: 4 layers, hidden 128, batch 4) under ``remat.backend(budget="50%")`` with each
-compiler over a sequence of lengths and records, per call: the graphs compiled so far (a
-recompile would add one), the measured peak against the eager step's at that length (profiler
-replay), the planned graph's predicted peak, and the worst gradient difference from eager.
+every step, and an epoch's last batch is usually smaller; after the second shape, torch.compile
+traces with symbolic sizes. This runs a held-out model (``--model``: HF Llama over sequence
+lengths, HF ResNet over batch sizes; ``--size cpu`` is the held-out CPU size) under
+``remat.backend(budget="50%")`` with each compiler over a list of sizes and records, per call:
+the graphs compiled so far (a recompile would add one), the measured peak against the eager
+step's at that size (profiler replay), the planned graph's predicted peak, and the worst
+gradient difference from eager.
 
     python bench/bench_dynamic.py --out bench/results/dynamic_shapes_cpu
+    python bench/bench_dynamic.py --model resnet --sizes 8,5,5,3,7,8 --out ...
 """
 
 from __future__ import annotations
@@ -30,23 +33,27 @@ from remat.bench import heldout  # noqa: E402
 from remat.measure import measure  # noqa: E402
 
 
-def _inputs(seq: int, vocab: int, batch: int) -> dict:
-    torch.manual_seed(seq)
-    ids = torch.randint(0, vocab, (batch, seq))
-    return {"input_ids": ids, "labels": ids}
+def _call(held: heldout.HeldOut, n: int) -> tuple[dict, torch.Tensor | None]:
+    """The model's inputs at sequence length ``n`` (language models) or batch size ``n`` (vision)."""
+    torch.manual_seed(n)
+    if held.kind == "lm":
+        ids = torch.randint(0, held.config["vocab_size"], (held.config["batch"], n))
+        return {"input_ids": ids, "labels": ids}, None
+    side, (key,) = held.config["image_size"], held.inputs  # (torchvision's argument is x, transformers' pixel_values)
+    return {key: torch.randn(n, 3, side, side)}, torch.randint(0, held.config["classes"], (n,))
 
 
-def run(compiler: str, lengths: list[int], budget: str) -> dict:
+def run(model_name: str, compiler: str, sizes: list[int], budget: str, size: str = "cpu") -> dict:
     torch._dynamo.reset()
-    held = heldout.build("llama", "cpu", "cpu")
-    model, vocab, batch = held.model, held.config["vocab_size"], held.config["batch"]
+    held = heldout.build(model_name, "cpu", size)
+    model = held.model
     ref = copy.deepcopy(model)
     be = remat.backend(budget=budget, solver="auto", compiler=compiler)
-    step = heldout.Task(torch.compile(model, backend=be), "lm")
-    eager = heldout.Task(ref, "lm")
+    compiled = torch.compile(model, backend=be)
     rows = []
-    for seq in lengths:
-        inputs = _inputs(seq, vocab, batch)
+    for n in sizes:
+        inputs, labels = _call(held, n)
+        step, eager = heldout.Task(compiled, held.kind, labels), heldout.Task(ref, held.kind, labels)
         t0 = time.perf_counter()
         peak = measure(step, inputs, method="profiler").peak
         seconds = time.perf_counter() - t0
@@ -57,30 +64,34 @@ def run(compiler: str, lengths: list[int], budget: str) -> dict:
         eager(**inputs).backward()
         diff = heldout.grad_difference([p.grad for p in model.parameters()], [p.grad for p in ref.parameters()])
         rep = be.report[-1]
-        rows.append({"seq": seq, "graphs": len(be.report), "peak": peak, "vanilla_peak": vanilla,
+        rows.append({"size": n, "graphs": len(be.report), "peak": peak, "vanilla_peak": vanilla,
                      "peak_fraction": peak / vanilla, "predicted_peak_of_last_graph": rep["predicted_peak"],
                      "grad_diff": diff, "seconds_incl_compile": seconds,
-                     "notes": [n for n in rep["notes"] if n.startswith("dynamic shapes")]})
-        print(f"{compiler} seq {seq}: graphs {len(be.report)}, peak x{peak / vanilla:.3f} of eager, "
+                     "notes": [x for x in rep["notes"] if x.startswith("dynamic shapes")]})
+        print(f"{model_name} {compiler} {n}: graphs {len(be.report)}, peak x{peak / vanilla:.3f} of eager, "
               f"predicted/measured {rep['predicted_peak'] / peak:.3f}, grad diff {diff:.1e}", flush=True)
     torch._dynamo.reset()
-    return {"compiler": compiler, "budget": budget, "model": held.source, "rows": rows}
+    return {"model": model_name, "compiler": compiler, "budget": budget, "source": held.source,
+            "varies": "sequence length" if held.kind == "lm" else "batch size", "rows": rows}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--lengths", default="128,96,96,64,112,128")
+    ap.add_argument("--model", default="llama", choices=heldout.MODELS)
+    ap.add_argument("--size", default="cpu", choices=heldout.SIZES)
+    ap.add_argument("--sizes", default="128,96,96,64,112,128", help="sequence lengths, or batch sizes (vision)")
     ap.add_argument("--compilers", default="eager,inductor")
     ap.add_argument("--budget", default="50%")
     args = ap.parse_args()
     warnings.filterwarnings("ignore")
-    lengths = [int(x) for x in args.lengths.split(",")]
+    sizes = [int(x) for x in args.sizes.split(",")]
     result = {"command": " ".join(["python", *sys.argv]), "torch": torch.__version__,
               "platform": platform.platform(), "threads": torch.get_num_threads(),
-              "runs": [run(c, lengths, args.budget) for c in args.compilers.split(",")]}
+              "runs": [run(args.model, c, sizes, args.budget, args.size) for c in args.compilers.split(",")]}
     args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "results.json").write_text(json.dumps(result, indent=1))
+    name = "results.json" if args.model == "llama" else f"results_{args.model}.json"
+    (args.out / name).write_text(json.dumps(result, indent=1))
 
 
 if __name__ == "__main__":

@@ -423,3 +423,18 @@ def test_frontier_measured_quick_run(tmp_path):
         assert result["models"][f"{model}/fp32"]["figure"] == f"frontier_{model}_fp32.png"
     report = (tmp_path / "report.md").read_text()
     assert "## gpt2/fp32" in report and "## mistral/fp32" in report and "| sac-matmul |" in report
+
+
+def test_bench_dynamic_smoke():
+    """bench_dynamic on the quick Llama with fx codegen: one dynamic graph after the second
+    length, gradients equal to eager's, the same fraction of the eager step's peak at every
+    length."""
+    import bench_scripts
+
+    bench = bench_scripts.load("bench_dynamic")
+    got = bench.run("llama", "eager", [16, 12, 9, 14], "50%", size="quick")
+    rows = got["rows"]
+    assert [r["graphs"] for r in rows] == [1, 2, 2, 2] and got["varies"] == "sequence length"
+    assert all(r["grad_diff"] == 0 for r in rows)
+    assert max(r["peak_fraction"] for r in rows[1:]) - min(r["peak_fraction"] for r in rows[1:]) < 0.05
+    assert rows[1]["notes"] and "=12)" in rows[1]["notes"][0]
