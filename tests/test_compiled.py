@@ -524,8 +524,9 @@ def _lengths(vocab: int, lengths: tuple[int, ...]) -> list[dict]:
     return [{"input_ids": (ids := torch.randint(0, vocab, (2, n))), "labels": ids} for n in lengths]
 
 
-@pytest.mark.parametrize("name", ["llama", "gpt2"])
-def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_length(name):
+@pytest.mark.parametrize("name, autocast", [("llama", False), ("gpt2", False), ("llama", True)],
+                         ids=["llama", "gpt2", "llama-bf16-autocast"])
+def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_length(name, autocast):
     """Batches of several sequence lengths (padding to each batch's longest): after the second
     length torch.compile traces with symbolic sizes. The graph is planned once, at the sizes of
     the call that compiled it; it runs at every length with no recompile (turning a size into
@@ -541,7 +542,7 @@ def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_le
     for i, inputs in enumerate(_lengths(64, (16, 12, 9, 14, 5))):
         model.zero_grad(set_to_none=True)
         ref.zero_grad(set_to_none=True)
-        assert torch.equal(_step(compiled, inputs, False), _step(ref, inputs, False))
+        assert torch.equal(_step(compiled, inputs, autocast), _step(ref, inputs, autocast))
         assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
         per_step = len(be.report) if i == 0 else per_step
     assert len(be.report) == 2 * per_step  # the static graph(s) of the first length, the dynamic one(s)

@@ -473,7 +473,7 @@ class Planner:
                 f"budget of {fmt_bytes(target + held)}: remat's plans for it meet budgets from {fmt_bytes(low)} up "
                 f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
                 f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least of its "
-                f"plans' fused code)")
+                f"plans' {'fused' if self._fused else 'generated'} code)")
         if relative:
             warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
             return
