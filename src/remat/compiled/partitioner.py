@@ -163,11 +163,7 @@ class Planner:
         planned.notes.append(f"dynamic shapes: planned at the sizes of the call that compiled it ({sizes}); "
                              "the code runs at every size, its memory scaling with them")
         if not planned.steps:  # inductor's own partition
-            from torch._functorch.partitioners import min_cut_rematerialization_partition
-
-            return min_cut_rematerialization_partition(
-                gm, joint_inputs, num_fwd_outputs=num_fwd_outputs,
-                static_lifetime_input_indices=options.get("static_lifetime_input_indices"))
+            return _inductor_partition(gm, joint_inputs, num_fwd_outputs, options)
         if not self._fused:
             batchnorm.real_statistics(gm)  # as ``build`` did on the copy
         planned.split = self._split_code(planned.joint.on(gm), planned.steps)
@@ -633,15 +629,11 @@ class Planner:
         (it then saves less, and inductor runs its recomputations inside fused kernels), or, given
         ``than`` (the recompute cost of remat's own plan within ``target``), recomputes less: as a
         choice, schedule (none: not a remat schedule), prediction, split and code peak."""
-        from torch._functorch.partitioners import min_cut_rematerialization_partition
-
         from ..optimize import Choice
         from ..plan import Plan
 
         try:
-            fw, bw = min_cut_rematerialization_partition(
-                gm, joint_inputs, num_fwd_outputs=jg.num_fwd_outputs,
-                static_lifetime_input_indices=options.get("static_lifetime_input_indices"))
+            fw, bw = _inductor_partition(gm, joint_inputs, jg.num_fwd_outputs, options)
         except Exception:  # noqa: BLE001 -- remat's own partition stands
             return None
         theirs = code_peak(fw, bw, jg.num_fwd_outputs, fused=self._fused)
@@ -765,6 +757,16 @@ class Planner:
                                     kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code,
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         return sp.forward, sp.backward
+
+
+def _inductor_partition(gm: fx.GraphModule, joint_inputs: Any, num_fwd_outputs: int,
+                        options: dict) -> tuple[fx.GraphModule, fx.GraphModule]:
+    """torch.compile's default partition of a joint graph (``min_cut_rematerialization_partition``)."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    static = options.get("static_lifetime_input_indices")
+    return min_cut_rematerialization_partition(gm, joint_inputs, num_fwd_outputs=num_fwd_outputs,
+                                               static_lifetime_input_indices=static)
 
 
 def fingerprint(graph: Any) -> dict[str, Any]:
