@@ -47,9 +47,11 @@ def is_symbolic(n: fx.Node) -> bool:
 
 def hint(x: Any) -> Any:
     """A symbolic scalar's value at the compiling call's sizes, read without adding a guard."""
-    from torch.fx.experimental.symbolic_shapes import optimization_hint
-
+    if type(x) is int:  # (most sizes: the walks ask for every storage's)
+        return x
     if isinstance(x, torch.SymInt):
+        from torch.fx.experimental.symbolic_shapes import optimization_hint
+
         return optimization_hint(x)
     if isinstance(x, torch.SymFloat):
         return float(x.node.hint) if x.node.hint is not None else float(x.node.shape_env.optimization_hint(x.node.expr))

@@ -83,6 +83,13 @@ class JointGraph:
             forward=[by_name[n.name] for n in self.forward], backward=[by_name[n.name] for n in self.backward])
 
     @functools.cached_property
+    def sized(self) -> bool:
+        """Whether the graph computes sizes (a dynamic-shape graph, or its hinted copy)."""
+        from .dynamic import is_symbolic
+
+        return any(is_symbolic(n) for n in self.gm.graph.nodes)
+
+    @functools.cached_property
     def fusible(self) -> frozenset[str]:
         """Planning ids inductor can make inside a fused kernel (pointwise ops, reductions, casts;
         not matmuls, attention or other extern kernels and fallbacks, not random draws): recomputed

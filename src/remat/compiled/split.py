@@ -123,10 +123,11 @@ class _Emitter:
             if not owners:
                 saved[a] = None  # a primal or a view of one
                 return
-            if all(o in copies for o in owners):  # derived from the copies: its sizes too (dynamic shapes)
-                for x in a.all_input_nodes:
-                    if is_symbolic(x) or (x not in self.jg.node_of.values() and self.jg.owners.get(x)):
-                        read(x)
+            if all(o in copies for o in owners):  # derived from the copies (dynamic shapes: and from sizes)
+                if self.jg.sized:
+                    for x in a.all_input_nodes:  # the sizes it reads, and those of the views it is made from
+                        if is_symbolic(x) or (self.jg.node_of.get(x.name) is not x and self.jg.owners.get(x)):
+                            read(x)
                 return
             if self._available_from_forward(a) and not any(o in copies for o in owners):
                 saved[a] = None
