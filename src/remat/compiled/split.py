@@ -61,7 +61,9 @@ def split(jg: JointGraph, steps: list[Step]) -> Split:
     emitter = _Emitter(jg, kept, inst.segments)
     needed = emitter.needed_saved()
     saved = [n for n in needed if not is_symbolic(n)]
-    syms = _with_bindings(jg.gm.graph, [n for n in needed if is_symbolic(n)], saved)
+    syms = [n for n in needed if is_symbolic(n)]
+    if jg.sized:  # (static graphs, split for every plan judged, have no symbols to bind)
+        syms = _with_bindings(jg.gm.graph, syms, saved)
     fwd_out, bwd_out, fwd_descs, bwd_descs = _extract_fwd_bwd_outputs(jg.gm, num_fwd_outputs=jg.num_fwd_outputs)
     placeholders = list(jg.gm.graph.find_nodes(op="placeholder"))
     primals = [n for n in placeholders if _is_primal(n)]
