@@ -438,3 +438,13 @@ def test_bench_dynamic_smoke():
     assert all(r["grad_diff"] == 0 for r in rows)
     assert max(r["peak_fraction"] for r in rows[1:]) - min(r["peak_fraction"] for r in rows[1:]) < 0.05
     assert rows[1]["notes"] and "=12)" in rows[1]["notes"][0]
+    # a byte budget: held at every length, a lengthier batch planned in a bucket of its own; timed
+    # beside per-block checkpointing
+    lengths = [16, 12, 24, 32]
+    budget = bench.of_largest("llama", "quick", lengths, 0.5)
+    got = bench.run("llama", "eager", lengths, budget, size="quick", steps=1)
+    rows = got["rows"]
+    assert [r["graphs"] for r in rows] == [1, 2, 3, 3] and all(r["grad_diff"] == 0 for r in rows)
+    assert all(r["budget_fraction"] <= 1.01 for r in rows), [r["budget_fraction"] for r in rows]
+    assert "=32, the top of the sizes' power-of-two bucket" in rows[2]["notes"][0]
+    assert got["per_block"] and all(0 < r["per_block_fraction"] < 1 and r["time_ratio"]["eager"] == 1 for r in rows)

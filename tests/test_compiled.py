@@ -553,6 +553,51 @@ def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_le
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("name, compiler", [("llama", "eager"), ("gpt2", "eager"), ("gpt2", "inductor")])
+def test_backend_holds_a_byte_budget_at_every_length_of_a_dynamic_shape_graph(name, compiler, tmp_path,
+                                                                              monkeypatch):
+    """A byte budget is a promise about every step. A dynamic-shape graph compiled at length 24 is
+    planned at 32, the top of its power-of-two bucket, and guarded to lengths up to 32: each
+    shorter length runs the same schedule on smaller values (a peak no higher); a longer one
+    compiles a plan of its own. Planned at 24 alone, the step at 32 would hold what the plan at 24
+    left unrecomputed, over the budget. (GPT-2: a graph break at the loss, so its graphs share the
+    budget and the first is planned again once the loss graph is known, from dynamo's symbolic
+    inputs: compiled from the call's tensors, it ran code for length 24 alone. Inductor: its own
+    partition, a candidate at budgets that need no recomputation, runs on the symbolic graph; on
+    the hinted copy it failed, writing min_cut_failed_graph.txt into the working directory.)"""
+    monkeypatch.chdir(tmp_path)
+    torch._dynamo.reset()
+    model, _ = _hf(name)
+    model.eval()  # no dropout: torch.equal against eager
+    ref = copy.deepcopy(model)
+    longest = _lengths(64, (32,))[0]
+    budget = 0.5 * measure(LossStep(copy.deepcopy(ref)), longest, method="profiler").peak
+    be = remat.backend(budget=budget, solver="auto", compiler=compiler)
+    compiled = torch.compile(model, backend=be)
+    graphs = []
+    for inputs in _lengths(64, (16, 12, 24, 32, 9, 20)):
+        model.zero_grad(set_to_none=True)
+        ref.zero_grad(set_to_none=True)
+        loss, expected = _step(compiled, inputs, False), _step(ref, inputs, False)
+        if compiler == "eager":
+            assert torch.equal(loss, expected)
+            assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+        else:
+            for p, q in zip(model.parameters(), ref.parameters()):
+                torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5 * q.grad.abs().max().item())
+        assert measure(LossStep(compiled), inputs, method="profiler").peak <= budget * 1.01
+        graphs.append(len(be.report))
+    per_step = graphs[0]
+    assert graphs == [per_step, 2 * per_step] + [3 * per_step] * 4  # a recompile at 24 only, none after
+    notes = [" ".join(r["notes"]) for r in be.report]
+    assert all("planned at s" in n and "=16, the top of the sizes' power-of-two bucket" in n and "=12)" in n
+               for n in notes[per_step:2 * per_step])
+    assert all("=32, the top of the sizes' power-of-two bucket" in n and "=24)" in n for n in notes[2 * per_step:])
+    assert sum(r["recomputed_ops"] for r in be.report[2 * per_step:]) > 0  # the budget needs it at 32
+    assert not list(tmp_path.iterdir())
+    torch._dynamo.reset()
+
+
 def test_backend_inductor_runs_a_dynamic_shape_plan_at_every_length_as_predicted():
     """Inductor compiles the dynamic-shape graphs remat splits. At the length it was planned for,
     the measured peak is the predicted one (the walk pairs the backward's inputs with the saved

@@ -25,6 +25,7 @@ from ..budget import is_relative
 from ..errors import InfeasibleError, InputError
 from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
 from .costs import DEFAULT_COST
+from .dynamic import is_dynamic
 from .fusion import cache_key, config_patches, inner_compile
 from .jointgraph import total_cost
 from .partitioner import Planner
@@ -61,6 +62,7 @@ class RematBackend:
         # more graphs follow, unseen yet: the first step runs this one at its floor (fx codegen,
         # cheap to make); once the rest is known it is planned for good (``chain``)
         slot.provisional = True
+        fakes = _symbolic_inputs(gm, example_inputs) if is_dynamic(gm) else None
         first = self._compile(gm, example_inputs, "eager", slot, back, held=held, before=slot.index, floor=True,
                               fused=False)
 
@@ -69,7 +71,8 @@ class RematBackend:
                 return None  # the graphs after this one are not all compiled yet
             held, tail = held_before(chain, slot.index), tail_bytes(chain, slot.index)
             try:
-                fn = self._compile(gm, args, self.compiler, slot, back, held=held, before=slot.index, tail=tail)
+                fn = self._compile(gm, fakes or args, self.compiler, slot, back, held=held, before=slot.index,
+                                   tail=tail)
             except Exception as e:  # noqa: BLE001 -- the provisional plan fits: keep it, say why
                 slot.replans.append(f"{type(e).__name__}: {e}")
                 warnings.warn(f"remat: graph {slot.index} of a step with graph breaks keeps its floor plan: "
@@ -152,6 +155,16 @@ def _convolutions(gm: torch.fx.GraphModule) -> bool:
         if n.op == "call_function" and "conv" in getattr(n.target, "__name__", str(n.target)):
             return True
     return False
+
+
+def _symbolic_inputs(gm: torch.fx.GraphModule, example_inputs: list) -> list:
+    """A dynamic-shape graph's inputs as dynamo traced them (fake tensors and SymInts): it is
+    compiled again from these, not from a call's tensors, which would trace code for their sizes
+    alone (run under dynamo's guards for every size)."""
+    fakes = [n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")]
+    if len(fakes) != len(example_inputs) or any(f is None for f in fakes):
+        raise InputError("remat: a dynamic-shape graph without dynamo's example values cannot be planned again")
+    return fakes
 
 
 def _price(before: list[Slot]) -> float:

@@ -149,19 +149,37 @@ class Planner:
         from .codepeak import remembering
 
         symbolic = dynamic.is_dynamic(gm)
+        # a byte budget holds at every size: planned at the top of the sizes' buckets, guarded to them
+        at = dynamic.tops(gm) if symbolic and not _is_relative(self.budget) else {}
+        kw = dict(num_fwd_outputs=num_fwd_outputs, held=held, before=before, tail=tail, floor=floor, index=index,
+                  fused=fused, price=price, options=options)
         with remembering(), progress.task(f"planning the joint graph ({len(gm.graph.nodes)} nodes) within "
                                           f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
             # (the walks of this graph's splits read each value's storages once)
-            fw, bw = self._plan(dynamic.hinted(gm) if symbolic else gm, joint_inputs, num_fwd_outputs=num_fwd_outputs,
-                                held=held, before=before, tail=tail, floor=floor, index=index, fused=fused,
-                                price=price, options=options)
-        if not symbolic:
-            return fw, bw
-        # planned at the compiling call's sizes; the code that runs is split from the symbolic graph
+            if not symbolic:
+                return self._plan(gm, joint_inputs, **kw)
+            called = dynamic.symbols(gm)
+            try:
+                fw, bw = self._plan(dynamic.hinted(gm, at), joint_inputs, **kw)
+            except InfeasibleError as e:
+                if all(called.get(k) == v for k, v in at.items()):
+                    raise
+                fits_at = f"the budget does not fit the top of the sizes' bucket ({_sizes(at)}): {e}"
+                at = {k: called[k] for k in at}  # planned, and guarded, at the compiling call's sizes
+                fw, bw = self._plan(dynamic.hinted(gm, at), joint_inputs, **kw)
+                self.planned[-1].notes.append(fits_at)
+        # planned at the compiling call's sizes (or its buckets' tops); the code that runs is split
+        # from the symbolic graph
         planned = self.planned[-1]
-        sizes = ", ".join(f"{k}={v}" for k, v in dynamic.symbols(gm).items())
-        planned.notes.append(f"dynamic shapes: planned at the sizes of the call that compiled it ({sizes}); "
-                             "the code runs at every size, its memory scaling with them")
+        if at:
+            dynamic.bound(gm, at)
+            where = (f"{_sizes(at)}, the top of the sizes' power-of-two bucket (the call that compiled it: "
+                     f"{_sizes(called)})" if at != called else f"the sizes of the call that compiled it ({_sizes(at)})")
+            planned.notes.append(f"dynamic shapes: planned at {where}, and guarded to sizes up to those: a larger size "
+                                 "compiles a plan of its own, so the byte budget holds at every size")
+        else:
+            planned.notes.append(f"dynamic shapes: planned at the sizes of the call that compiled it "
+                                 f"({_sizes(called)}); the code runs at every size, its memory scaling with them")
         if not planned.steps:  # inductor's own partition
             return _inductor_partition(gm, joint_inputs, num_fwd_outputs, options)
         if not self._fused:
@@ -632,11 +650,15 @@ class Planner:
         from ..optimize import Choice
         from ..plan import Plan
 
+        from . import dynamic
+
+        symbolic = dynamic.origin(gm)  # a dynamic-shape graph: partitioned as it is, judged at the planned sizes
         try:
-            fw, bw = _inductor_partition(gm, joint_inputs, jg.num_fwd_outputs, options)
+            fw, bw = _inductor_partition(symbolic[0] if symbolic else gm, joint_inputs, jg.num_fwd_outputs, options)
         except Exception:  # noqa: BLE001 -- remat's own partition stands
             return None
-        theirs = code_peak(fw, bw, jg.num_fwd_outputs, fused=self._fused)
+        judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
+        theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused)
         if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
             return None
         id_of = {n.name: v for v, n in jg.node_of.items()}
@@ -757,6 +779,10 @@ class Planner:
                                     kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code,
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         return sp.forward, sp.backward
+
+
+def _sizes(at: dict[str, int]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in at.items())
 
 
 def _inductor_partition(gm: fx.GraphModule, joint_inputs: Any, num_fwd_outputs: int,
