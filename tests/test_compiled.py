@@ -677,6 +677,26 @@ def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met(fractio
     torch._dynamo.reset()
 
 
+def test_backend_refusal_names_the_gradients_torch_compile_hands_its_outputs():
+    """An HF causal LM called with labels returns its loss, its logits and (use_cache left at the
+    config's True) every layer's key and value cache; torch.compile's autograd function hands the
+    backward a gradient for each output, zeros where the loss does not use it, which eager
+    autograd never allocates. A refusal says how much of its least budget that is, and how to
+    drop the cache's: 2 layers x (key, value) + logits, 16 KiB of a 71 KiB floor here (on the CPU
+    held-out Llama, 10 MiB of 26.3: with use_cache=False the backend meets per-block
+    checkpointing's peak)."""
+    from torch._dynamo.exc import BackendCompilerFailed
+
+    torch._dynamo.reset()
+    model, inputs = _hf("llama")
+    be = remat.backend(budget=1000, compiler="eager")
+    with pytest.raises(BackendCompilerFailed, match="raise the budget to at least") as err:
+        _call(torch.compile(model, backend=be), inputs).backward()
+    assert "receives 16.00 KiB of gradients for the graph's 5 outputs besides the loss" in str(err.value)
+    assert "use_cache=False drops the cache" in str(err.value)
+    torch._dynamo.reset()
+
+
 def test_inductor_fuses_kernels_horizontally_only_with_neighbours():
     from types import SimpleNamespace
 

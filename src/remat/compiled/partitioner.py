@@ -19,6 +19,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+import torch
 import torch.fx as fx
 
 from .. import progress
@@ -44,6 +45,7 @@ FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
 SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
 JUDGED_OVER = 1.5   # a judged plan recomputing more than this times the plan over the budget: search lower budgets too
+OUTPUT_GRADS_WORTH = 0.1  # share of the least budget the outputs' gradients take before a refusal names them
 FUSED_UNDO = 16       # moves the fused search tries to take back under the budget (a walk each)
 
 
@@ -488,6 +490,7 @@ class Planner:
                 f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
                 f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least of its "
                 f"plans' {'fused' if self._fused else 'generated'} code)")
+        text += _output_grads_text(jg, low)
         if relative:
             warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
             return
@@ -518,7 +521,8 @@ class Planner:
         return InfeasibleError(
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
             f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
-            f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that")
+            f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that"
+            + _output_grads_text(jg, low))
 
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
@@ -779,6 +783,33 @@ class Planner:
                                     kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code,
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         return sp.forward, sp.backward
+
+
+def _output_grads(jg: JointGraph) -> tuple[float, int]:
+    """Bytes and number of the gradients the backward receives for the graph's outputs other than
+    a scalar loss. torch.compile's autograd function allocates them before its backward runs,
+    zeros for an output the loss does not use (a language model's logits returned beside its
+    loss; transformers' past_key_values, returned by default), and eager autograd allocates none
+    of those: the code's peak counts them (``code_peak``), a remat budget must hold them."""
+    from .dynamic import hint
+    from .jointgraph import is_tangent
+
+    sizes = [hint(t.numel()) * t.element_size() for n in jg.gm.graph.find_nodes(op="placeholder") if is_tangent(n)
+             for t in [n.meta.get("val")] if isinstance(t, torch.Tensor) and hint(t.numel()) > 1]
+    return float(sum(sizes)), len(sizes)
+
+
+def _output_grads_text(jg: JointGraph, low: float) -> str:
+    """A refusal's account of the outputs' gradients (``_output_grads``), where they weigh in."""
+    from ..budget import fmt_bytes
+
+    size, count = _output_grads(jg)
+    if size < OUTPUT_GRADS_WORTH * low:
+        return ""
+    return (f". Its backward also receives {fmt_bytes(size)} of gradients for the graph's {count} outputs besides the "
+            "loss, which torch.compile allocates before it runs (zeros for those the loss does not use: a transformers "
+            "model returns its logits and, by default, every layer's key and value cache; use_cache=False drops the "
+            "cache)")
 
 
 def _sizes(at: dict[str, int]) -> str:
