@@ -448,3 +448,19 @@ def test_bench_dynamic_smoke():
     assert all(r["budget_fraction"] <= 1.01 for r in rows), [r["budget_fraction"] for r in rows]
     assert "=32, the top of the sizes' power-of-two bucket" in rows[2]["notes"][0]
     assert got["per_block"] and all(0 < r["per_block_fraction"] < 1 and r["time_ratio"]["eager"] == 1 for r in rows)
+
+
+def test_bench_output_grads_smoke():
+    """bench_output_grads on the quick Llama (default arguments, given labels): remat.backend at
+    "100%" peaks below torch.compile at budget 1.0 with either compiler (no zeros for the logits
+    and key/value caches the loss does not use), each plan's prediction is its measured peak, and
+    at per-block checkpointing's peak the backend's plan holds it."""
+    import bench_scripts
+
+    rows = bench_scripts.load("bench_output_grads").run("llama", size="quick")["rows"]
+    plain = rows["torch.compile b=1.0"]["peak"]
+    for compiler in ("eager", "inductor"):
+        full, low = rows[f"remat.backend {compiler} 100%"], rows[f"remat.backend {compiler} at per-block's peak"]
+        assert full["peak"] < plain and full["unused_gradients_note"]
+        assert abs(full["predicted_peak"] / full["peak"] - 1) <= 0.02
+        assert low["peak"] <= 1.01 * rows["per-block"]["peak"]

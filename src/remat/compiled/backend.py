@@ -23,6 +23,7 @@ import torch
 from .. import progress
 from ..budget import is_relative
 from ..errors import InfeasibleError, InputError
+from . import tangents
 from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
 from .costs import DEFAULT_COST
 from .dynamic import is_dynamic
@@ -104,14 +105,26 @@ class RematBackend:
                        plan: dict[str, Any]) -> Callable:
         """``gm`` compiled by ``compiler``, partitioned by ``part`` (the planner)."""
         made = len(self.planner.planned)
+
+        def planned() -> Any:  # this graph's plan, once partitioned
+            return self.planner.planned[-1] if len(self.planner.planned) > made else None
+
         if compiler == "eager":
             from torch._dynamo.backends.common import aot_autograd
 
             from .eager_ops import eager_dropout
             from .module import fx_codegen
 
-            with eager_dropout():  # fx codegen only: gradients as eager's, dropout included
-                fn = aot_autograd(fw_compiler=fx_codegen, bw_compiler=fx_codegen, partition_fn=part,
+            def backward(bw: torch.fx.GraphModule, example: list) -> Callable:
+                fn = fx_codegen(bw, example)
+                if tangents.ORIGINAL not in bw.meta:
+                    return fn
+                return tangents.Backward(fn, bw, lambda original: fx_codegen(original, example))
+
+            # fx codegen only: gradients as eager's, dropout included; no zero gradients for outputs
+            # the loss does not use
+            with eager_dropout(), tangents.no_zero_grads(planned):
+                fn = aot_autograd(fw_compiler=fx_codegen, bw_compiler=backward, partition_fn=part,
                                   keep_inference_input_mutations=True)(gm, inputs)
         else:
             import torch._inductor.config as inductor_config
@@ -122,7 +135,8 @@ class RematBackend:
             # backward is compiled later, so the settings go with each compile)
             key += f":{cache_key()}"
             try:
-                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
+                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
+                        tangents.no_zero_grads(planned):
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
             except InfeasibleError as e:
                 if not _convolutions(gm) or not inductor_config.layout_optimization:
@@ -131,7 +145,8 @@ class RematBackend:
                 # what that code can meet, compile without the layout optimization (slower
                 # convolutions, no copies) rather than refuse
                 key += ":layout=off"
-                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)):
+                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
+                        tangents.no_zero_grads(planned):
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(),
                                     config_patches={**config_patches(), "layout_optimization": False})
                 if len(self.planner.planned) > made:
@@ -200,7 +215,7 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     candidates(solver)  # unknown solver names raise here, not inside torch.compile
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
     return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False,
-                                fused=compiler == "inductor"), compiler)
+                                fused=compiler == "inductor", loss_only=True), compiler)
 
 
 def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> Any:

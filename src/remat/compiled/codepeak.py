@@ -606,9 +606,9 @@ def _restrided(n: fx.Node) -> bool:
 
 
 def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int,
-              fused: bool = False) -> CodePeak:
+              fused: bool = False, unused: frozenset[str] = frozenset()) -> CodePeak:
     """Peak live bytes of one step of the two graphs (see the module docstring; ``fused``: as
-    inductor runs them)."""
+    inductor runs them; ``unused``: tangents that arrive as None, no bytes, ``tangents``)."""
     out_f = next(iter(forward.graph.find_nodes(op="output")))
     f_outs = [a for a in out_f.args[0] if isinstance(a, fx.Node)]
     channels_last = fused and layout_optimized(forward)
@@ -653,6 +653,8 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
                 if k not in user_keys:
                     donated.add((p, j))
     for p in placeholders[len(saved_nodes):]:  # tangents: the loss's gradient, made by the caller
+        if p.name in unused:
+            continue
         for j, (_, size) in enumerate(_storages(p)):
             held[(p, j)] = size
     out_b = next(iter(backward.graph.find_nodes(op="output")))

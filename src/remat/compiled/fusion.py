@@ -43,6 +43,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from .. import progress
+from . import tangents
 
 HORIZONTAL_DISTANCE = 1  # scheduler nodes apart: adjacent only (inductor's own limit is 64)
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
@@ -120,6 +121,10 @@ def inner_compile() -> Callable[..., Any]:
         part = "backward" if kwargs.get("is_backward") else "forward"
         with progress.task(f"inductor: compiling the {part} graph"), V.set_choices_handler(_choices()), fixed(), \
                 _keyed():
-            return compile_fx_inner(*args, **kwargs)
+            compiled = compile_fx_inner(*args, **kwargs)
+        gm, rest = args[0], args[1:]
+        if tangents.ORIGINAL not in gm.meta:
+            return compiled
+        return tangents.Backward(compiled, gm, lambda original: compile_inner(original, *rest, **kwargs))
 
     return compile_inner

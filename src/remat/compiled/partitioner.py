@@ -26,7 +26,7 @@ from .. import progress
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
-from . import batchnorm, fusedcost
+from . import batchnorm, fusedcost, tangents
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
 from .batchnorm import update_statistics_in_place
@@ -73,6 +73,8 @@ class Planned:
     tail: float = 0.0               # bytes later graphs need on top of what this one's forward leaves
     provisional: bool = False       # planned at its floor until the graphs after it are known
     recompute_time: float | None = None  # predicted device seconds of the code's recomputation (``fusedcost``)
+    unused: frozenset[str] = frozenset()  # tangents assumed to arrive as None (``tangents``)
+    zero_grads_skipped: bool = False      # its autograd function hands None for them (``tangents.no_zero_grads``)
 
     @property
     def peak(self) -> float:
@@ -120,7 +122,7 @@ class Planner:
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = DEFAULT_COST,
                  vanilla: float | None = None, device: Any = None, name: str = "model",
                  planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None,
-                 fused: bool = False) -> None:
+                 fused: bool = False, loss_only: bool = False) -> None:
         self.budget = budget
         self.plan = plan
         self.solver = solver
@@ -134,6 +136,8 @@ class Planner:
         self.fused = fused    # the code runs under inductor: its peak is walked as fused kernels run it
                               # (graphs with convolutions excepted: ResNet on the CPU measured up to 34% over)
         self._fused = fused   # this call's
+        self.loss_only = loss_only  # a graph with a scalar output is backpropagated from it alone (``tangents``)
+        self._unused: frozenset[str] = frozenset()  # this call's tangents assumed to arrive as None
         self.planned: list[Planned] = []
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
@@ -159,7 +163,7 @@ class Planner:
                                           f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
             # (the walks of this graph's splits read each value's storages once)
             if not symbolic:
-                return self._plan(gm, joint_inputs, **kw)
+                return self._loss_only(*self._plan(gm, joint_inputs, **kw))
             called = dynamic.symbols(gm)
             try:
                 fw, bw = self._plan(dynamic.hinted(gm, at), joint_inputs, **kw)
@@ -189,6 +193,19 @@ class Planner:
         planned.split = self._split_code(planned.joint.on(gm), planned.steps)
         return planned.split.forward, planned.split.backward
 
+    def _loss_only(self, fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """The backward that reads none of the tangents this plan assumed unused (``tangents``)."""
+        if not self._unused:
+            return fw, bw
+        self.planned[-1].unused = self._unused
+        self.planned[-1].notes.append(
+            f"the gradients of the graph's {len(self._unused)} outputs besides the loss are assumed never to come "
+            "(only the loss is backpropagated from): not allocated, not counted; a step where one comes runs the "
+            "backward as traced, with a warning")
+        bw = tangents.without(bw, self._unused)
+        bw.meta[tangents.ORIGINAL].planned = self.planned[-1]
+        return fw, bw
+
     def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
               tail: float, floor: bool, index: int | None, fused: bool | None, price: float,
               options: dict) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -196,6 +213,7 @@ class Planner:
 
         started = time.perf_counter()
         self._fused = self.fused if fused is None else fused
+        self._unused = tangents.assumed_unused(gm) if self.loss_only and tangents.available() else frozenset()
         inductor = self._fused  # this call's code goes to inductor (whatever walk its peak is read with)
         index = len(self.planned) if index is None else index
         jg = build(gm, num_fwd_outputs, cost=self.cost, name=f"{self.name}#{index}" if index else self.name,
@@ -490,7 +508,7 @@ class Planner:
                 f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
                 f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least of its "
                 f"plans' {'fused' if self._fused else 'generated'} code)")
-        text += _output_grads_text(jg, low)
+        text += _output_grads_text(jg, low, self._unused)
         if relative:
             warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
             return
@@ -515,14 +533,15 @@ class Planner:
             low = max(code.peak, code.after_forward + tail)
             low = low if low > floor.peak else float("inf")
         if not low < float("inf"):
-            return cause
+            told = _output_grads_text(jg, floor.peak, self._unused) if not self._fused else ""
+            return InfeasibleError(f"{cause}{told}") if told else cause
         what = (" with inductor's fused code" if self._fused
                 else " (its generated code, temporaries inside ops included)")
         return InfeasibleError(
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
             f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that"
-            + _output_grads_text(jg, low))
+            + _output_grads_text(jg, low, self._unused))
 
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
@@ -662,7 +681,7 @@ class Planner:
         except Exception:  # noqa: BLE001 -- remat's own partition stands
             return None
         judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
-        theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused)
+        theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused)
         if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
             return None
         id_of = {n.name: v for v, n in jg.node_of.items()}
@@ -751,7 +770,7 @@ class Planner:
 
         with _use_lazy_graph_module(True):
             sp = self._split_code(jg, steps)
-        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused)
+        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused, unused=self._unused)
 
     def _split_code(self, jg: JointGraph, steps: list) -> Split:
         """The two graphs that run ``steps``, with the in-place rewrites of fx-generated code."""
@@ -785,31 +804,30 @@ class Planner:
         return sp.forward, sp.backward
 
 
-def _output_grads(jg: JointGraph) -> tuple[float, int]:
-    """Bytes and number of the gradients the backward receives for the graph's outputs other than
-    a scalar loss. torch.compile's autograd function allocates them before its backward runs,
-    zeros for an output the loss does not use (a language model's logits returned beside its
-    loss; transformers' past_key_values, returned by default), and eager autograd allocates none
-    of those: the code's peak counts them (``code_peak``), a remat budget must hold them."""
+def _output_grads(jg: JointGraph, unused: frozenset[str]) -> tuple[float, int]:
+    """Bytes and number of the gradients the backward receives for the graph's non-scalar outputs,
+    but those assumed never to come (``unused``, ``tangents``). torch.compile's autograd function
+    allocates them before the backward runs, zeros for an output no loss uses (transformers'
+    past_key_values, returned by default); eager autograd allocates none of those zeros."""
     from .dynamic import hint
     from .jointgraph import is_tangent
 
-    sizes = [hint(t.numel()) * t.element_size() for n in jg.gm.graph.find_nodes(op="placeholder") if is_tangent(n)
+    sizes = [hint(t.numel()) * t.element_size() for n in jg.gm.graph.find_nodes(op="placeholder")
+             if is_tangent(n) and n.name not in unused
              for t in [n.meta.get("val")] if isinstance(t, torch.Tensor) and hint(t.numel()) > 1]
     return float(sum(sizes)), len(sizes)
 
 
-def _output_grads_text(jg: JointGraph, low: float) -> str:
+def _output_grads_text(jg: JointGraph, low: float, unused: frozenset[str]) -> str:
     """A refusal's account of the outputs' gradients (``_output_grads``), where they weigh in."""
     from ..budget import fmt_bytes
 
-    size, count = _output_grads(jg)
+    size, count = _output_grads(jg, unused)
     if size < OUTPUT_GRADS_WORTH * low:
         return ""
-    return (f". Its backward also receives {fmt_bytes(size)} of gradients for the graph's {count} outputs besides the "
-            "loss, which torch.compile allocates before it runs (zeros for those the loss does not use: a transformers "
-            "model returns its logits and, by default, every layer's key and value cache; use_cache=False drops the "
-            "cache)")
+    return (f". Its backward also receives {fmt_bytes(size)} of gradients for {count} of the graph's outputs, "
+            "which torch.compile allocates before it runs (zeros for those no loss uses: a transformers model "
+            "returns, by default, every layer's key and value cache; use_cache=False drops them)")
 
 
 def _sizes(at: dict[str, int]) -> str:
