@@ -53,7 +53,7 @@ def run(name: str, size: str = "cpu") -> dict:
             try:
                 got = peak(torch.compile(copy.deepcopy(held.model), backend=be))
             except Exception as e:  # noqa: BLE001 -- a refusal is a result
-                rows[key] = {"error": str(e).splitlines()[-1][:500]}
+                rows[key] = {"error": str(e).split("\n\nSet TORCHDYNAMO")[0].strip()[-700:]}
                 continue
             rep = be.report[-1]
             rows[key] = {"peak": got, "budget": budget, "predicted_peak": rep["predicted_peak"],
