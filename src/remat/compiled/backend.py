@@ -178,7 +178,9 @@ def _symbolic_inputs(gm: torch.fx.GraphModule, example_inputs: list) -> list:
     alone (run under dynamo's guards for every size)."""
     fakes = [n.meta.get("example_value") for n in gm.graph.find_nodes(op="placeholder")]
     if len(fakes) != len(example_inputs) or any(f is None for f in fakes):
-        raise InputError("remat: a dynamic-shape graph without dynamo's example values cannot be planned again")
+        raise InputError("remat: this graph has symbolic sizes and ends at a graph break, and dynamo left no example "
+                         "values to plan it again from once the graphs after it are known: give a percentage budget "
+                         "(each graph planned alone), or compile with torch.compile(..., dynamic=False)")
     return fakes
 
 
