@@ -115,7 +115,10 @@ def no_zero_grads(when: Callable[[], Any]) -> Iterator[None]:
     graph's ``Planned``, once partitioned) assumed them unused; its ``zero_grads_skipped`` is set."""
     from torch._functorch._aot_autograd import runtime_wrappers
 
-    factory = runtime_wrappers._AOTDispatchAutogradFunctionFactory
+    factory = getattr(runtime_wrappers, "_AOTDispatchAutogradFunctionFactory", None)
+    if not hasattr(factory, "build"):  # (``available`` is False: no plan assumed anything)
+        yield
+        return
     build = factory.build
 
     def built(self: Any) -> type:
