@@ -960,6 +960,27 @@ def test_backend_inductor_below_its_channels_last_floor_compiles_without_the_lay
     torch._dynamo.reset()
 
 
+def test_backend_inductor_percentage_below_its_channels_last_floor_compiles_without_the_layout_optimization():
+    """A percentage the channels-last code cannot meet (the HF ResNet's: over its vanilla peak,
+    the convolutions' input copies included) is met without the layout optimization, with no
+    warning, as a byte budget is; before, that code's plan ran over the budget with a warning."""
+    import warnings
+
+    torch._dynamo.reset()
+    model = _hf_vision("resnet")
+    inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
+    be = remat.backend(budget="80%", solver="auto", compiler="inductor")
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message="remat")
+        peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
+    rep = be.report[-1]
+    layout = next(n for n in rep["notes"] if "without inductor's channels-last layout optimization" in n)
+    assert "Raise the budget to at least" in layout
+    assert peak <= rep["budget"] * 1.01
+    assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
+    torch._dynamo.reset()
+
+
 def test_lower_planning_budgets_replan_with_the_candidates_cheapest_at_the_budget():
     """auto's plan over its generated code's budget is planned again within less by the three
     candidates that made the cheapest fitting plans (a re-plan by all of them took 3 s on a

@@ -6,7 +6,7 @@ import math
 import time
 from typing import Any
 
-from . import judge, progress, solvers
+from . import heap, judge, progress, solvers
 from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InputError, SolverError
 from .graph import Graph, GraphError
@@ -36,7 +36,7 @@ def solve(graph: Graph, budget: float | str | None = None, solver: str = "dp-app
         raise SolverError(f"solver {solver!r} does not solve the {problem!r} problem; "
                           f"solvers that do: {', '.join(solvers.names(problem))}")
     started = time.perf_counter()
-    with progress.task(f"{solver} on {graph.name} ({len(graph)} nodes)"):
+    with heap.frozen(), progress.task(f"{solver} on {graph.name} ({len(graph)} nodes)"):
         if problem == "training":
             plan = judge.answer(graph, budget, solver, mode, **options)
         else:
@@ -68,7 +68,7 @@ def min_budget(graph: Graph, solver: str = "dp-approx", mode: str = "time", **op
     ``b >= min_budget(graph, solver)``. Infinite when the solver makes no plan at all."""
     graph.validate()
     solvers.get(solver)
-    with progress.task(f"min-budget of {solver} on {graph.name} ({len(graph)} nodes)"):
+    with heap.frozen(), progress.task(f"min-budget of {solver} on {graph.name} ({len(graph)} nodes)"):
         low = judge.floor(graph, solver, mode, **options)
     if low is None:
         raise GraphError(f"{solver} finds no plan for {graph.name!r} even without a budget")

@@ -134,16 +134,18 @@ class RematBackend:
             # inductor runs the order and holds the memory the plan was judged by (``fusion``; the
             # backward is compiled later, so the settings go with each compile)
             key += f":{cache_key()}"
+            # inductor's code runs the convolutions channels-last, copying their inputs: below what
+            # that code can meet, compile without the layout optimization (slower convolutions, no
+            # copies) rather than refuse, or miss a percentage
+            fallback = _convolutions(gm) and inductor_config.layout_optimization
+            first = functools.partial(part, fallback=True) if fallback else part
             try:
-                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
+                with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, first, key)), \
                         tangents.no_zero_grads(planned):
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
             except InfeasibleError as e:
-                if not _convolutions(gm) or not inductor_config.layout_optimization:
+                if not fallback:
                     raise
-                # inductor's code runs the convolutions channels-last, copying their inputs: below
-                # what that code can meet, compile without the layout optimization (slower
-                # convolutions, no copies) rather than refuse
                 key += ":layout=off"
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
                         tangents.no_zero_grads(planned):

@@ -22,7 +22,7 @@ from typing import Any, Callable
 import torch
 import torch.fx as fx
 
-from .. import progress
+from .. import heap, progress
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
@@ -138,11 +138,12 @@ class Planner:
         self._fused = fused   # this call's
         self.loss_only = loss_only  # a graph with a scalar output is backpropagated from it alone (``tangents``)
         self._unused: frozenset[str] = frozenset()  # this call's tangents assumed to arrive as None
+        self._fallback = False  # this call's caller compiles otherwise when the budget is not met
         self.planned: list[Planned] = []
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
-                 fused: bool | None = None, price: float = 0.0,
+                 fused: bool | None = None, price: float = 0.0, fallback: bool = False,
                  **options: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Plan one joint graph. With a byte budget after graph breaks (``chain``): ``held`` bytes are
         held by the ``before`` graphs before it, ``tail`` bytes are needed by those after it while
@@ -150,7 +151,10 @@ class Planner:
         its place in the step (graph names); ``fused``: this call's code runs under inductor (default:
         the planner's ``fused``); ``price``: the graphs before it recompute about this much per byte
         they free, so a floor freeing bytes for less is taken whatever the budget (a loss graph after
-        a break: its room goes to the graphs before it)."""
+        a break: its room goes to the graphs before it); ``fallback``: the caller compiles the graph
+        another way when this one's code cannot meet the budget (inductor without its layout
+        optimization), so a budget it cannot meet raises InfeasibleError, a percentage too, as soon
+        as the fused search's floor shows it."""
         from . import dynamic
         from .codepeak import remembering
 
@@ -159,7 +163,8 @@ class Planner:
         at = dynamic.tops(gm) if symbolic and not _is_relative(self.budget) else {}
         kw = dict(num_fwd_outputs=num_fwd_outputs, held=held, before=before, tail=tail, floor=floor, index=index,
                   fused=fused, price=price, options=options)
-        with remembering(), progress.task(f"planning the joint graph ({len(gm.graph.nodes)} nodes) within "
+        self._fallback = fallback
+        with heap.frozen(), remembering(), progress.task(f"planning the joint graph ({len(gm.graph.nodes)} nodes) within "
                                           f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
             # (the walks of this graph's splits read each value's storages once)
             if not symbolic:
@@ -312,11 +317,16 @@ class Planner:
             margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
             return max(code.peak * margin, code.after_forward + tail) - target
 
+        checked = False  # whether the fused floor was found under the budget
+        if self._fallback and self._fused:  # refused (and compiled otherwise) without a search that cannot fit
+            checked = self._refuse_early(jg, pg, target, base, held, tail, quick=True)
         fused = self._judged_selective(jg, pg, target, tail) if self._fused else None
         if fused is not None:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the "
                          "fused walk)")
             return fused
+        if self._fallback and self._fused and not checked:
+            self._refuse_early(jg, pg, target, base, held, tail)
         planning = target
         try:
             choice = self._choose(pg, planning, base, relative, vanilla, notes)
@@ -393,6 +403,22 @@ class Planner:
             if not self.strict:  # torch.compile: no measured step follows to re-plan from
                 self._over_budget(jg, pg, code, target, base, relative, held, tail)
         return best
+
+    def _refuse_early(self, jg: JointGraph, pg: Any, target: float, base: float, held: float, tail: float,
+                      quick: bool = False) -> bool:
+        """With a fallback (``__call__``): raise InfeasibleError where the fused search's floor
+        (``_fused_floor``) is over ``target``, before the searches that could not meet it (on a
+        ResNet-152 a minute each). ``quick``: only where the plan that drops every value the
+        fused search may drop is over it too (one judge), so a budget that fits costs no floor.
+        Returns whether the floor was found under ``target``."""
+        from ..solvers import selective
+
+        if quick and selective.deepest(pg, jg.fusible, self._fused_judge(jg, tail)) <= target:
+            return False
+        low = self._fused_floor(jg, pg, tail)
+        if low > target * (1 + CODE_SLACK):
+            raise InfeasibleError(f"remat: {self._over_text(jg, target, low, base, held)}{_raise_to(low + held)}")
+        return True
 
     def _below(self, jg: JointGraph, pg: Any, target: float, base: float, fits: Callable[[CodePeak], float],
                first: tuple, notes: list[str]) -> tuple[tuple, float, str]:
@@ -502,18 +528,22 @@ class Planner:
         low = code.peak
         if self._fused:  # the least of the fused search's floor, the solvers' floor and this plan, as fused code
             low = self._fused_floor(jg, pg, tail, [code])
-        least = low + held
+        text = self._over_text(jg, target, low, base, held)
+        if relative and not self._fallback:
+            warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
+            return
+        raise InfeasibleError(f"remat: {text}{_raise_to(low + held)}")
+
+    def _over_text(self, jg: JointGraph, target: float, low: float, base: float, held: float) -> str:
+        """Why the generated code cannot meet ``target``: its plans meet budgets from ``low`` up."""
+        from ..budget import fmt_bytes
+
         text = (f"{'inductor' if self._fused else 'the'} generated code of graph {jg.graph.name} needs more than the "
                 f"budget of {fmt_bytes(target + held)}: remat's plans for it meet budgets from {fmt_bytes(low)} up "
                 f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
                 f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least of its "
                 f"plans' {'fused' if self._fused else 'generated'} code)")
-        text += _output_grads_text(jg, low, self._unused)
-        if relative:
-            warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
-            return
-        raise InfeasibleError(f"remat: {text}. Raise the budget to at least {fmt_bytes(least)} "
-                              f"({int(least) + 1} bytes)")
+        return text + _output_grads_text(jg, low, self._unused)
 
     def _too_small(self, jg: JointGraph, pg: Any, target: float, base: float, tail: float,
                    cause: InfeasibleError) -> InfeasibleError:
@@ -739,7 +769,7 @@ class Planner:
         try:
             return plan_within(graph, target, self.solver, self.mode, base=base)
         except BudgetError:
-            if self.strict or not relative:
+            if self.strict or not relative or self._fallback:
                 raise
             choice = smallest_choice(graph, self.solver, self.mode)
             if choice is None:
@@ -828,6 +858,12 @@ def _output_grads_text(jg: JointGraph, low: float, unused: frozenset[str]) -> st
     return (f". Its backward also receives {fmt_bytes(size)} of gradients for {count} of the graph's outputs, "
             "which torch.compile allocates before it runs (zeros for those no loss uses: a transformers model "
             "returns, by default, every layer's key and value cache; use_cache=False drops them)")
+
+
+def _raise_to(least: float) -> str:
+    from ..budget import fmt_bytes
+
+    return f". Raise the budget to at least {fmt_bytes(least)} ({int(least) + 1} bytes)"
 
 
 def _sizes(at: dict[str, int]) -> str:
