@@ -33,11 +33,13 @@ from remat.bench import heldout  # noqa: E402
 from remat.measure import measure  # noqa: E402
 
 
-def build(depths: list[int], batch: int, side: int) -> tuple[torch.nn.Module, dict, torch.Tensor]:
+def build(depths: list[int], batch: int, side: int, widths: list[int] | None = None) -> tuple[torch.nn.Module, dict,
+                                                                                              torch.Tensor]:
     from transformers import ResNetConfig, ResNetForImageClassification
 
     torch.manual_seed(0)
-    model = ResNetForImageClassification(ResNetConfig(depths=depths)).train()
+    sizes = {"hidden_sizes": widths, "embedding_size": widths[0] // 2} if widths else {}
+    model = ResNetForImageClassification(ResNetConfig(depths=depths, **sizes)).train()
     images = torch.randn(batch, 3, side, side)
     labels = torch.randint(0, model.config.num_labels, (batch,))
     return model, {"pixel_values": images}, labels
@@ -51,7 +53,7 @@ def first_call(task: torch.nn.Module, inputs: dict) -> float:
 
 def run(dtype_name: str, args: argparse.Namespace) -> dict:
     dtype = torch.bfloat16 if dtype_name == "bf16" else None
-    model, inputs, labels = build(args.depths, args.batch, args.side)
+    model, inputs, labels = build(args.depths, args.batch, args.side, args.widths)
 
     def task(net: torch.nn.Module) -> torch.nn.Module:
         return heldout.Task(net, "vision", labels, dtype)
@@ -104,12 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--dtypes", default="bf16,fp32")
     ap.add_argument("--budget", default="50%")
     ap.add_argument("--depths", default="3,8,36,3", help="ResNetConfig depths (default: ResNet-152's)")
+    ap.add_argument("--widths", default=None, help="ResNetConfig hidden_sizes (default: the config's)")
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--side", type=int, default=224)
     ap.add_argument("--compile", action="store_true", help="time plain torch.compile's first call too")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     args.depths = [int(d) for d in args.depths.split(",")]
+    args.widths = [int(w) for w in args.widths.split(",")] if args.widths else None
     here = Path(__file__).resolve().parents[1]
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=here, capture_output=True,
                             text=True).stdout.strip()

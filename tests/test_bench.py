@@ -464,3 +464,22 @@ def test_bench_output_grads_smoke():
         assert full["peak"] < plain and full["unused_gradients_note"]
         assert abs(full["predicted_peak"] / full["peak"] - 1) <= 0.02
         assert low["peak"] <= 1.01 * rows["per-block"]["peak"]
+
+
+def test_bench_cnn_planning_smoke(tmp_path):
+    """bench_cnn_planning on a one-block-per-stage narrow HF ResNet at 64 px: the row's
+    plan is predicted within its budget, its measured peak is the prediction (2%), and the report
+    names the dtype, the budget and the plan's notes."""
+    import json
+
+    import bench_scripts
+
+    mod = bench_scripts.load("bench_cnn_planning")
+    assert mod.main(["--depths", "1,1,1,1", "--widths", "32,64,128,256", "--batch", "2", "--side", "64",
+                     "--dtypes", "fp32", "--budget", "90%", "--out", str(tmp_path)]) == 0
+    row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    assert row["predicted_peak"] <= row["budget_bytes"]
+    assert abs(row["remat_peak"] / row["predicted_peak"] - 1) <= 0.02
+    assert row["peak_fraction"] == row["remat_peak"] / row["eager_peak"] < 1
+    report = (tmp_path / "report.md").read_text()
+    assert "| fp32 | 90% |" in report and row["notes"][0] in report

@@ -239,16 +239,3 @@ def test_time_order_falls_back_on_the_memory_order_below_its_floor():
     assert above.stats["order"] == "time" and above.recompute_cost == 102
     assert remat.min_budget(g, solver="selective") == remat.min_budget(g, solver="selective", mode="memory") == 12
 
-
-@SETTINGS
-@given(g=dags(max_nodes=8))
-def test_deepest_is_the_peak_of_the_order_s_last_prefix_with_one_judge(g):
-    """``deepest``: the plan that takes every move, judged once; the floor is at or below it."""
-    search = selective._search(g, float("inf"))
-    kept = selective.kept_of(g, search.held, search.moves, search.again)
-    assert selective.deepest(g) == executed(g, kept)[1].peak
-    assert selective.lowest(g).peak <= selective.deepest(g)
-    calls = []
-    assert selective.deepest(g, judge=lambda kept, steps, sim: calls.append(sim.peak) or 2 * sim.peak) \
-        == 2 * executed(g, kept)[1].peak
-    assert len(calls) == 1

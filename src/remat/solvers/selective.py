@@ -354,14 +354,6 @@ def lowest(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None
     return plan
 
 
-def deepest(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None) -> float:
-    """The (judged) peak of the plan that takes every move: one simulation (or judge) where
-    ``lowest`` makes dozens. Not a floor (the peak is not monotone along the order), but where
-    even this plan is over a budget, the search rarely finds one under it: a quick first look."""
-    search = _search(graph, math.inf, fusible, judge)
-    return search.peak(len(search.moves))
-
-
 def _orders(mode: str, start: Iterable[str] | None) -> tuple[str, ...]:
     """The move orders a search tries: a time-centric search from the vanilla step falls back on
     the memory-centric order below its own floor. Measured on a tiny bf16 Llama's fused code: the
