@@ -5,9 +5,9 @@ collector runs often, and each full collection walks every object alive: the mod
 transformers, the joint graph. On a captured HF ResNet-152 that was 45% of the time of judging a
 plan's fused code (0.81 s a judge against 0.47 s with the collector off). ``frozen()`` moves what
 exists when planning starts to the collector's permanent generation (``gc.freeze``), so only the
-objects planning makes are walked, and gives it back after (``gc.unfreeze``). Garbage is still
-collected while planning; nothing is freed later than it would be otherwise, since what was frozen
-was alive when planning started.
+objects planning makes are walked, and gives it back after (``gc.unfreeze``). Garbage planning makes
+is still collected while it runs; a reference cycle that was alive when planning started and dies
+during it is collected after it instead.
 """
 
 from __future__ import annotations
