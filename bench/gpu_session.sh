@@ -1,8 +1,15 @@
 #!/usr/bin/env bash
 # The held-out benchmark on a GPU lent for 15 minutes of device time: all four models in one call.
 #
-#   bash bench/gpu_session.sh eager OUT      # call 1 (~8 min): bf16, vanilla / per-block / SAC / remat eager
-#   bash bench/gpu_session.sh inductor OUT   # call 2, if time is left: bf16, torch.compile b=1 / remat inductor
+#   bash bench/gpu_session.sh eager OUT      # ~6.5 min: bf16, vanilla / per-block / SAC / remat eager
+#   MODELS="gpt2 llama" bash bench/gpu_session.sh inductor OUT   # ~6 min: bf16, torch.compile b=1 / remat inductor
+#   MODELS="vit resnet" bash bench/gpu_session.sh inductor OUT   # ~7 min (ResNet-152's compile alone: 127 s)
+#
+# On an H100 (feed18f, bench/results/compiled_h100/*_feed18f) eager took 383 s for all four models, and
+# inductor with a 45 s limit built only torch.compile (38-127 s per model) and one remat row: the limit
+# counts from the model's start, so inductor now gets LIMIT=150 and one call per two models. A session
+# of 15 device minutes fits one of the three calls above plus one more; eager is committed for feed18f,
+# so the next session runs the two inductor calls.
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what
 # was built is still timed), so a slow model cannot starve the others. Everything written goes into
@@ -10,12 +17,12 @@
 # report.md and the frontier plots, and OUT/<mode>.log. Untar under bench/results/compiled_<gpu>/.
 # Installs nothing: python3 must have a CUDA torch, transformers and matplotlib (timm / torchvision
 # for vit / resnet, else their transformers equivalents are built). DEVICE=cpu, MODELS, DTYPES and
-# EXTRA (more arguments, e.g. "--quick") override, for a smoke test here.
+# EXTRA (more arguments, e.g. "--quick") and LIMIT (seconds per model) override, for a smoke test here.
 set -u
 mode=${1:?usage: bash bench/gpu_session.sh eager|inductor OUT} out=${2:?usage: bash bench/gpu_session.sh eager|inductor OUT}
 case $mode in
-  eager) methods=per-block,sac,remat-eager limit=70 extra=(--overhead-rounds 10) ;;
-  inductor) methods=compile,remat-inductor limit=45 extra=(--compile-budgets 1.0 --overhead-rounds 0) ;;
+  eager) methods=per-block,sac,remat-eager limit=${LIMIT:-70} extra=(--overhead-rounds 10) ;;
+  inductor) methods=compile,remat-inductor limit=${LIMIT:-150} extra=(--compile-budgets 1.0 --overhead-rounds 0) ;;
   *) echo "mode must be eager or inductor" >&2; exit 2 ;;
 esac
 export PYTHONPATH="$PWD/src${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1

@@ -37,6 +37,32 @@ def test_parameter_gradients_are_not_activation_memory(method):
     assert model[0].weight.grad is not None
 
 
+class OwnAutocast(nn.Module):
+    """The user's step: the autocast block holds the forward alone."""
+
+    def __init__(self, inner: nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast("cpu", torch.bfloat16):
+            return self.inner(x)
+
+
+@pytest.mark.parametrize("method", ["tracker", "profiler"])
+def test_a_step_inside_an_enclosing_autocast_counts_its_own_weight_casts(method):
+    """Measured inside ``with torch.autocast``, the warm-up step's bf16 weight cast used to stay in
+    autocast's cache, so it sat in the baseline and the peak missed it (2 MB here)."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1000, 1000), nn.Tanh())
+    x = torch.randn(4, 1000)
+    with torch.autocast("cpu", torch.bfloat16):
+        enclosed = measure(model, (x,), method=method)
+    own = measure(OwnAutocast(model), (x,), method=method)
+    assert enclosed.peak == own.peak
+    assert own.peak >= 1000 * 1000 * 2  # the weight's bf16 cast is live while the forward multiplies
+
+
 def test_tracker_and_profiler_agree_on_a_deep_mlp():
     torch.manual_seed(0)
     layers = []

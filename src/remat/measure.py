@@ -88,12 +88,21 @@ def call(model: Callable, inputs: Any) -> Any:
 
 def training_step(model: nn.Module, inputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None = None,
                   set_to_none: bool = True) -> Callable[[], None]:
-    """One step: forward, loss, backward. Parameter gradients start at None (or at zero)."""
+    """One step: forward, loss, backward. Parameter gradients start at None (or at zero).
+
+    Under an enclosing autocast the step's casts are its own, as in a user's step whose autocast
+    block holds the forward alone: autocast's weight cache is emptied before the forward (casts a
+    previous step left there would sit in the baseline, so the peak would miss them: all of a
+    bf16 Llama's weights, 5% of its peak) and after it (the cache would keep each cast alive
+    through the backward, after autograd's last use of it)."""
     loss_fn = loss_fn or default_loss
 
     def step() -> None:
         model.zero_grad(set_to_none=set_to_none)
-        loss_fn(call(model, inputs)).backward()
+        torch.clear_autocast_cache()
+        loss = loss_fn(call(model, inputs))
+        torch.clear_autocast_cache()
+        loss.backward()
 
     return step
 
@@ -120,7 +129,9 @@ def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)
     else:
-        step = lambda: call(fn_or_model, inputs)  # noqa: E731
+        def step() -> None:
+            torch.clear_autocast_cache()  # casts of an earlier step are not this step's baseline
+            call(fn_or_model, inputs)
     for _ in range(warmup):
         step()
     peak = {"cuda": _cuda_peak, "tracker": _tracker_peak, "profiler": _profiler_peak}[method](step, params)
