@@ -286,6 +286,20 @@ def test_closed_sets_match_definition_1(g):
             assert found == naive_closed_subsets(g, dag, node)
 
 
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(dags(max_nodes=12), sparse_dags(max_nodes=20)))
+def test_lazy_maximal_split_takes_the_members_of_the_sorted_one(g):
+    """The heap that settles a pair's closed set only when it could still count takes the same
+    members, in the same order, as sorting every pair's settled set."""
+    dag, root = reforward_tree.division_tree(g)
+    for node in reforward_tree.tree_nodes(root):
+        if node.kind == 3:
+            members = list(reforward_tree.bits(node.interior))
+            eager = reforward_tree._maximal_split(reforward_tree.closed_subsets(dag, node, members))
+            lazy = reforward_tree.maximal_split(dag, reforward_tree._candidates(dag, node, members))
+            assert lazy == eager
+
+
 def test_bench_smoke():
     """The benchmark's private DenseNet generator on a tiny configuration (fast)."""
     bench = bench_scripts.load("bench_reforward")
