@@ -9,7 +9,8 @@
 # inductor with a 45 s limit built only torch.compile (38-127 s per model) and one remat row: the limit
 # counts from the model's start, so inductor now gets LIMIT=150 and one call per two models. A session
 # of 15 device minutes fits one of the three calls above plus one more; eager is committed for feed18f,
-# so the next session runs the two inductor calls.
+# so the next session runs the two inductor calls. bench/gpu_probe/overhead.py (about 2 min) asks why
+# the no-recompute step costs 1.04-1.05x on the GPU: kernels, or the CPU keeping ahead of them.
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what
 # was built is still timed), so a slow model cannot starve the others. Everything written goes into

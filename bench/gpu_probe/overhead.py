@@ -1,0 +1,112 @@
+"""Where remat's no-recompute step loses time against eager on a GPU (H100, feed18f: GPT-2 1.054x,
+ViT 1.037x vanilla, where the CPU reads <= 1.02x): kernels or the CPU keeping ahead of them?
+
+    python3 bench/gpu_probe/overhead.py OUT [MODELS]    # MODELS default gpt2,vit; bf16 autocast
+    DEVICE=cpu .venv/bin/python bench/gpu_probe/overhead.py /tmp/o gpt2   # smoke here (CPU sizes, CPU ops)
+
+Per model, vanilla and remat "100%" (the benchmark's models, sizes and Task), each warmed up:
+- step ms: median of 10 synchronized steps;
+- enqueue ms: median CPU time to issue one step without synchronizing (after a sync), the
+  step's Python and launch work; near the step time means the GPU waits for the CPU;
+- kernels: count and summed device time of one profiled step, and the kernels whose summed
+  time differs most between the two.
+Prints one table per model and writes OUT/overhead.json.
+"""
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, "src")
+import remat  # noqa: E402
+from remat.bench import heldout  # noqa: E402
+
+DEVICE = os.environ.get("DEVICE", "cuda")
+sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+
+
+def timed(step, n: int = 10) -> tuple[float, float]:
+    """(median synchronized step ms, median enqueue ms)."""
+    steps, enqueue = [], []
+    for _ in range(n):
+        sync()
+        t0 = time.perf_counter()
+        step()
+        t1 = time.perf_counter()
+        sync()
+        t2 = time.perf_counter()
+        enqueue.append((t1 - t0) * 1e3)
+        steps.append((t2 - t0) * 1e3)
+    return statistics.median(steps), statistics.median(enqueue)
+
+
+def kernels(step) -> dict[str, list[float]]:
+    """Kernel name -> [count, summed device microseconds] over one profiled step."""
+    from torch.profiler import ProfilerActivity, profile
+
+    sync()
+    cuda = DEVICE == "cuda"
+    with profile(activities=[ProfilerActivity.CUDA if cuda else ProfilerActivity.CPU]) as prof:
+        step()
+        sync()
+    out: dict[str, list[float]] = defaultdict(lambda: [0, 0.0])
+    for e in prof.events():
+        if cuda and e.device_type == torch.autograd.DeviceType.CUDA:
+            out[e.name][0] += 1
+            out[e.name][1] += e.device_time_total
+        elif not cuda and e.name.startswith("aten::"):
+            out[e.name][0] += 1
+            out[e.name][1] += e.self_cpu_time_total
+    return dict(out)
+
+
+def main() -> None:
+    out = Path(sys.argv[1])
+    out.mkdir(parents=True, exist_ok=True)
+    models = (sys.argv[2] if len(sys.argv) > 2 else "gpt2,vit").split(",")
+    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
+              "models": {}}
+    for name in models:
+        held = heldout.build(name, DEVICE, "gpu" if DEVICE == "cuda" else "cpu")
+        with heldout.autocast(DEVICE, torch.bfloat16):
+            opt = remat.optimize(held.model, held.inputs, "100%")
+        rows = {}
+        for label, net in (("vanilla", held.model), ("remat 100%", opt)):
+            task = heldout.Task(net, held.kind, held.labels, torch.bfloat16, DEVICE)
+            params = [p for p in held.model.parameters() if p.requires_grad]
+
+            def step(task=task, params=params) -> None:
+                task(**held.inputs).backward()
+                torch._foreach_zero_([p.grad for p in params if p.grad is not None])
+
+            for _ in range(3):
+                step()
+            ms, enq = timed(step)
+            k = kernels(step)
+            rows[label] = {"step_ms": ms, "enqueue_ms": enq, "kernels": sum(c for c, _ in k.values()),
+                           "kernel_ms": sum(t for _, t in k.values()) / 1e3, "by_kernel": k}
+        a, b = rows["vanilla"], rows["remat 100%"]
+        diff = sorted(set(a["by_kernel"]) | set(b["by_kernel"]),
+                      key=lambda n: -abs(b["by_kernel"].get(n, [0, 0])[1] - a["by_kernel"].get(n, [0, 0])[1]))
+        top = [{"kernel": n[:120], "vanilla": a["by_kernel"].get(n), "remat": b["by_kernel"].get(n)} for n in diff[:15]]
+        print(f"\n{name}")
+        for label, r in rows.items():
+            print(f"  {label:12s} step {r['step_ms']:7.2f} ms  enqueue {r['enqueue_ms']:7.2f} ms  "
+                  f"{r['kernels']:5d} kernels {r['kernel_ms']:7.2f} ms")
+        for t in top:
+            print(f"    {t['kernel'][:70]:70s} vanilla {t['vanilla']}  remat {t['remat']}")
+        for r in rows.values():
+            r.pop("by_kernel")
+        result["models"][name] = {"rows": rows, "top_kernel_differences": top}
+        (out / "overhead.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
