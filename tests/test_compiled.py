@@ -22,7 +22,7 @@ from torch import nn
 
 import remat
 from remat.compiled.module import compile_step, run
-from remat.compiled.partitioner import Planner
+from remat.compiled.partitioner import FUSED_MARGIN, Planner
 from remat.measure import default_loss, measure
 
 
@@ -979,6 +979,33 @@ def test_backend_inductor_percentage_below_its_channels_last_floor_compiles_with
     assert peak <= rep["budget"] * 1.01
     assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
     torch._dynamo.reset()
+
+
+def test_a_schedule_is_judged_once_per_planning_call():
+    """The fused search for the floor after the one for the budget probes the same prefixes: each
+    executed schedule's code is split and walked once per planning call (a ResNet-152's refused
+    channels-last plan spent 40 s walking them again), and a new call walks again."""
+    from types import SimpleNamespace
+
+    planner = Planner("50%", fused=True)
+    walked = []
+
+    def code(jg, steps):
+        walked.append(tuple(steps))
+        return None, SimpleNamespace(peak=100.0 * len(steps), after_forward=10.0)
+
+    planner._code = code
+    jg = object()
+    a, b = [("fwd", "x"), ("bwd", "x")], [("fwd", "x"), ("fwd", "y"), ("bwd", "x")]
+    first, second = planner._fused_judge(jg, 0.0), planner._fused_judge(jg, 0.0)
+    assert [first(set(), a, None), second(set(), a, None), second(set(), b, None)] == \
+        [first(set(), a, None), 200.0 * (1 + FUSED_MARGIN), 300.0 * (1 + FUSED_MARGIN)]
+    assert walked == [tuple(a), tuple(b)]
+    assert planner._fused_judge(jg, 5.0)(set(), a, None) == 200.0 * (1 + FUSED_MARGIN)  # another tail
+    assert len(walked) == 3
+    planner._judged = {}  # what each planning call starts from
+    planner._fused_judge(jg, 0.0)(set(), a, None)
+    assert len(walked) == 4
 
 
 def test_lower_planning_budgets_replan_with_the_candidates_cheapest_at_the_budget():
