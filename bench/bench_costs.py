@@ -3,12 +3,18 @@ made with FLOP costs, at the same measured peak?
 
     nice -n 5 .venv/bin/python bench/bench_costs.py --device cpu --out bench/results/costs_cpu
     .venv/bin/python bench/bench_costs.py --quick --models mlp --out /tmp/costs   # smoke run
+    python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models gpt2,mistral \
+        --budgets 0.7,0.5 --out OUT                # on a lent GPU (12 plans; not yet run on one)
 
 Models, built from public configs as a user would: transformers ``MistralForCausalLM`` (6 layers,
 hidden 128, intermediate 256, 4 heads, 2 key-value heads, vocabulary 1000) and
 ``GPT2LMHeadModel`` (6 layers, n_embd 128, 4 heads, vocabulary 1000), batch 4 x 128 tokens,
 ``use_cache=False``, loss from ``labels``; the zoo's ``resnet18`` (BatchNorm) at batch 4, 64 px;
 ``mlp`` (two Linear-LayerNorm-GELU layers), the quick model. ``--quick`` shrinks all of them.
+``--size gpu``: the sizes a GPU trains at, where CPU sizes would only time kernel launches: Mistral
+8 layers, hidden 1024, intermediate 3584, 16 heads, 8 key-value heads, vocabulary 32000, batch 4 x 1024;
+GPT-2 12 x 768, 12 heads, vocabulary 50257 (dropout at its defaults), batch 8 x 1024; ResNet-18 at batch
+64, 224 px. ``--dtype bf16``: planned, measured and timed under ``torch.autocast(bf16)``.
 
 For each cost in (flops, roofline, profile) and budget in (90%, 70%, 50%, 30%):
 ``remat.optimize(model, inputs, budget=b, cost=c)`` (solver auto, verify on: the budget is of the
@@ -69,32 +75,36 @@ def log(msg: str) -> None:
 # ---- models ----------------------------------------------------------------------------------
 
 
-def build(name: str, device: str, quick: bool) -> tuple[nn.Module, Any, str]:
+def build(name: str, device: str, quick: bool, size: str = "cpu") -> tuple[nn.Module, Any, str]:
     """(model, inputs, what was built) on ``device``, seeded."""
     torch.manual_seed(0)
+    gpu = size == "gpu"
     layers, width, seq, batch = (2, 32, 32, 2) if quick else (6, 128, 128, 4)
+    vocab = 1000
     if name == "mistral":
         from transformers import MistralConfig, MistralForCausalLM
 
-        cfg = MistralConfig(vocab_size=1000, hidden_size=width, intermediate_size=2 * width,
-                            num_hidden_layers=layers, num_attention_heads=4, num_key_value_heads=2,
-                            max_position_embeddings=seq, use_cache=False)
-        model = MistralForCausalLM(cfg)
-        source = (f"MistralForCausalLM(MistralConfig(vocab_size=1000, hidden_size={width}, intermediate_size="
-                  f"{2 * width}, num_hidden_layers={layers}, num_attention_heads=4, num_key_value_heads=2, "
-                  "use_cache=False))")
+        kw = (dict(vocab_size=32000, hidden_size=1024, intermediate_size=3584, num_hidden_layers=8,
+                   num_attention_heads=16, num_key_value_heads=8) if gpu else
+              dict(vocab_size=vocab, hidden_size=width, intermediate_size=2 * width, num_hidden_layers=layers,
+                   num_attention_heads=4, num_key_value_heads=2))
+        seq, batch, vocab = (1024, 4, 32000) if gpu else (seq, batch, vocab)
+        model = MistralForCausalLM(MistralConfig(**kw, max_position_embeddings=seq, use_cache=False))
+        source = f"MistralForCausalLM(MistralConfig({_args(kw)}, use_cache=False))"
     elif name == "gpt2":
         from transformers import GPT2Config, GPT2LMHeadModel
 
-        cfg = GPT2Config(vocab_size=1000, n_embd=width, n_layer=layers, n_head=4, n_positions=seq, use_cache=False)
-        model, source = GPT2LMHeadModel(cfg), (f"GPT2LMHeadModel(GPT2Config(vocab_size=1000, n_embd={width}, "
-                                               f"n_layer={layers}, n_head=4, use_cache=False))")
+        kw = (dict(vocab_size=50257, n_embd=768, n_layer=12, n_head=12) if gpu else
+              dict(vocab_size=vocab, n_embd=width, n_layer=layers, n_head=4))
+        seq, batch, vocab = (1024, 8, 50257) if gpu else (seq, batch, vocab)
+        model = GPT2LMHeadModel(GPT2Config(**kw, n_positions=seq, use_cache=False))
+        source = f"GPT2LMHeadModel(GPT2Config({_args(kw)}, use_cache=False))"
     elif name == "resnet18":
         from remat import zoo
 
-        size = 32 if quick else 64
-        model, inputs = zoo.build("resnet18", batch=batch, image_size=size, device=device)
-        return model.train(), inputs, f'remat.zoo.build("resnet18", batch={batch}, image_size={size})'
+        side, batch = (224, 64) if gpu else (32 if quick else 64, batch)
+        model, inputs = zoo.build("resnet18", batch=batch, image_size=side, device=device)
+        return model.train(), inputs, f'remat.zoo.build("resnet18", batch={batch}, image_size={side})'
     elif name == "mlp":
         width = 64 if quick else 256
         model = nn.Sequential(nn.Linear(16, width), nn.LayerNorm(width), nn.GELU(), nn.Linear(width, width),
@@ -103,8 +113,24 @@ def build(name: str, device: str, quick: bool) -> tuple[nn.Module, Any, str]:
         return model.to(device).train(), (x,), f"2-layer MLP, width {width}, LayerNorm + GELU, batch {8 * batch}"
     else:
         raise SystemExit(f"unknown model {name!r}: use {', '.join(MODELS)}")
-    ids = torch.randint(0, 1000, (batch, seq), device=device)
+    ids = torch.randint(0, vocab, (batch, seq), device=device)
     return model.to(device).train(), {"input_ids": ids, "labels": ids}, f"{source}, batch {batch} x {seq} tokens"
+
+
+def _args(kw: dict[str, Any]) -> str:
+    return ", ".join(f"{k}={v!r}" for k, v in kw.items())
+
+
+def autocast(args: argparse.Namespace) -> Any:
+    """The step's autocast block: bf16 under ``--dtype bf16``, else none."""
+    return torch.autocast(torch.device(args.device).type, torch.bfloat16, enabled=args.dtype == "bf16")
+
+
+def under(step: Callable[[], None], args: argparse.Namespace) -> Callable[[], None]:
+    def run() -> None:
+        with autocast(args):
+            step()
+    return run
 
 
 # ---- one model -------------------------------------------------------------------------------
@@ -119,8 +145,9 @@ def synced(step: Callable[[], None]) -> Callable[[], None]:
 
 def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     """Every (cost, budget) plan of one model: planning seconds, measured peak, time ratio."""
-    model, inputs, source = build(name, args.device, args.quick)
-    vanilla = measure(model, inputs).peak
+    model, inputs, source = build(name, args.device, args.quick, args.size)
+    with autocast(args):
+        vanilla = measure(model, inputs).peak
     log(f"[{name}] {source}: vanilla peak {vanilla / 2 ** 20:.2f} MiB")
     rows: list[dict[str, Any]] = []
     planned: dict[str, nn.Module] = {}
@@ -132,7 +159,8 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
             timed = cost_models.timed
             started = time.perf_counter()
             try:
-                module = remat.optimize(model, inputs, budget=f"{round(budget * 100)}%", cost=cost)
+                with autocast(args):
+                    module = remat.optimize(model, inputs, budget=f"{round(budget * 100)}%", cost=cost)
             except Exception as e:  # noqa: BLE001 - an infeasible budget is a row, not the end of the run
                 row["error"] = f"{type(e).__name__}: {str(e)[:300]}"
                 log(f"[{name}] {label}: {row['error'][:120]}")
@@ -140,13 +168,13 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
             report = module.report
             row.update(planning_seconds=time.perf_counter() - started, ops_timed=cost_models.timed - timed,
                        solver=report.get("chosen") or report.get("solver"),
-                       peak=measure(module, inputs).peak, cost_notes=_notes(module))
+                       peak=_measured(module, inputs, args), cost_notes=_notes(module))
             row["peak_fraction"] = row["peak"] / vanilla
             planned[label] = module
             log(f"[{name}] {label}: peak {row['peak_fraction']:.3f} of vanilla, planned in "
                 f"{row['planning_seconds']:.1f} s ({row['ops_timed']} ops timed), {row['solver']}")
-    steps = {"vanilla": synced(training_step(model, inputs))}
-    steps.update({label: synced(training_step(m, inputs)) for label, m in planned.items()})
+    steps = {"vanilla": synced(under(training_step(model, inputs), args))}
+    steps.update({label: synced(under(training_step(m, inputs), args)) for label, m in planned.items()})
     times = interleave(steps, repeats=args.repeats, warmup=1)
     ratios = time_ratios(times, "vanilla")
     for row in rows:
@@ -157,6 +185,11 @@ def run_model(name: str, args: argparse.Namespace) -> dict[str, Any]:
     gc.collect()
     return {"model": name, "source": source, "vanilla_peak": vanilla,
             "vanilla_step_seconds": statistics.median(times["vanilla"]), "rows": rows}
+
+
+def _measured(module: nn.Module, inputs: Any, args: argparse.Namespace) -> int:
+    with autocast(args):
+        return measure(module, inputs).peak
 
 
 def _notes(module: nn.Module) -> list[str]:
@@ -317,6 +350,8 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--repeats", type=int, default=None, help="timed rounds (default 9; quick 3)")
     p.add_argument("--threads", type=int, default=1, help="torch threads on the CPU (default 1)")
     p.add_argument("--quick", action="store_true", help="tiny models, two budgets, three rounds")
+    p.add_argument("--size", choices=("cpu", "gpu"), default="cpu", help="model sizes (module docstring)")
+    p.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32", help="bf16: under torch.autocast")
     p.add_argument("--cache", default=None, help="REMAT_CACHE_DIR to use (default: a new empty one)")
     p.add_argument("--out", default=None, help="default bench/results/costs_<device>")
     args = p.parse_args(argv)
@@ -337,11 +372,13 @@ def main(argv: list[str] | None = None) -> int:
     saved_cache = os.environ.get("REMAT_CACHE_DIR")
     scratch = None if args.cache else tempfile.mkdtemp(prefix="remat-costs-")
     os.environ["REMAT_CACHE_DIR"] = args.cache or scratch
-    command = "nice -n 5 .venv/bin/python bench/bench_costs.py " + " ".join(
+    runner = "nice -n 5 .venv/bin/python" if device == "cpu" else "python3"
+    command = f"{runner} bench/bench_costs.py " + " ".join(
         shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))
     result: dict[str, Any] = {"device": device, "torch": torch.__version__, "machine": _machine(device),
                               "threads": torch.get_num_threads(), "repeats": args.repeats, "costs": args.costs,
-                              "budgets": args.budgets, "quick": args.quick, "command": command, "models": []}
+                              "budgets": args.budgets, "quick": args.quick, "size": args.size, "dtype": args.dtype,
+                              "command": command, "models": []}
     started = time.perf_counter()
     try:
         for name in args.models:

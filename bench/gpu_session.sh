@@ -11,6 +11,8 @@
 # of 15 device minutes fits one of the three calls above plus one more; eager is committed for feed18f,
 # so the next session runs the two inductor calls. bench/gpu_probe/overhead.py (about 2 min) asks why
 # the no-recompute step costs 1.04-1.05x on the GPU: kernels, or the CPU keeping ahead of them.
+# Issue 13's GPU cost benchmark: python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16
+# --models gpt2,mistral --budgets 0.7,0.5 --out OUT (12 plans; not yet run on a GPU).
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what
 # was built is still timed), so a slow model cannot starve the others. Everything written goes into

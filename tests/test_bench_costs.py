@@ -13,9 +13,10 @@ import bench_scripts
 @pytest.mark.slow
 def test_quick_run_writes_every_cost(tmp_path):
     bench = bench_scripts.load("bench_costs")
-    assert bench.main(["--quick", "--models", "mlp", "--out", str(tmp_path / "out"),
+    assert bench.main(["--quick", "--models", "mlp", "--dtype", "bf16", "--out", str(tmp_path / "out"),
                        "--cache", str(tmp_path / "cache")]) == 0
     result = json.loads((tmp_path / "out" / "results.json").read_text())
+    assert (result["dtype"], result["size"]) == ("bf16", "cpu")
     rows = result["models"][0]["rows"]
     assert {r["cost"] for r in rows} == {"flops", "roofline", "profile"}
     ok = [r for r in rows if "error" not in r]
