@@ -1,17 +1,19 @@
 #!/usr/bin/env bash
-# The held-out benchmark on a GPU lent for 15 minutes of device time: all four models in one call.
+# The held-out benchmark on a GPU lent for 15 minutes of device time.
 #
 #   bash bench/gpu_session.sh eager OUT      # ~6.5 min: bf16, vanilla / per-block / SAC / remat eager
 #   MODELS="gpt2 llama" bash bench/gpu_session.sh inductor OUT   # ~6 min: bf16, torch.compile b=1 / remat inductor
-#   MODELS="vit resnet" bash bench/gpu_session.sh inductor OUT   # ~7 min (ResNet-152's compile alone: 127 s)
+#   MODELS="vit resnet" bash bench/gpu_session.sh inductor OUT   # ~8-9 min (ResNet-152's compile alone: 127 s;
+#                                                                give the call timeout_s 590)
 #
 # On an H100 (feed18f, bench/results/compiled_h100/*_feed18f) eager took 383 s for all four models, and
 # inductor with a 45 s limit built only torch.compile (38-127 s per model) and one remat row: the limit
 # counts from the model's start, so inductor now gets LIMIT=150 and one call per two models. A session
 # of 15 device minutes fits one of the three calls above plus one more; eager is committed for feed18f,
-# so the next session runs the two inductor calls. bench/gpu_probe/overhead.py (about 2 min) asks why
+# so the next session runs the two inductor calls (estimates, from the compile and plan seconds seen).
+# bench/gpu_probe/overhead.py (estimated 2 min) asks why
 # the no-recompute step costs 1.04-1.05x on the GPU: kernels, or the CPU keeping ahead of them.
-# Issue 13's GPU cost benchmark: python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16
+# Issue 13's GPU cost benchmark, for a session after that: python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16
 # --models gpt2,mistral --budgets 0.7,0.5 --out OUT (12 plans; not yet run on a GPU).
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what
