@@ -9,12 +9,12 @@
 # On an H100 (feed18f, bench/results/compiled_h100/*_feed18f) eager took 383 s for all four models, and
 # inductor with a 45 s limit built only torch.compile (38-127 s per model) and one remat row: the limit
 # counts from the model's start, so inductor now gets LIMIT=150 and one call per two models. A session
-# of 15 device minutes fits one of the three calls above plus one more; eager is committed for feed18f,
-# so the next session runs the two inductor calls (estimates, from the compile and plan seconds seen).
-# bench/gpu_probe/overhead.py (estimated 2 min) asks why
-# the no-recompute step costs 1.04-1.05x on the GPU: kernels, or the CPU keeping ahead of them.
-# Issue 13's GPU cost benchmark, for a session after that: python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16
-# --models gpt2,mistral --budgets 0.7,0.5 --out OUT (12 plans; not yet run on a GPU).
+# of 15 device minutes (a start took about 30 s) fits one of the three calls above plus one more; eager is
+# committed for feed18f, so the next session runs the two inductor calls (lengths estimated from the compile
+# and plan seconds seen), the second as MODELS=vit with bench/gpu_probe/overhead.py (why the no-recompute
+# step costs 1.04-1.05x on the GPU: kernels, or the CPU keeping ahead of them) if under 9 minutes are left.
+# Issue 13's GPU cost benchmark, for a later session (12 plans; not yet run on a GPU):
+#   python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models gpt2,mistral --budgets 0.7,0.5 --out OUT
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what
 # was built is still timed), so a slow model cannot starve the others. Everything written goes into
