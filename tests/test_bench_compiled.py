@@ -167,6 +167,15 @@ def test_sac_policy_saves_matmuls_only():
 
     assert heldout.sac_policy(None, torch.ops.aten.mm.default) == CheckpointPolicy.MUST_SAVE
     assert heldout.sac_policy(None, torch.ops.aten.gelu.default) == CheckpointPolicy.PREFER_RECOMPUTE
+    # a fused attention is saved unless it draws dropout (SAC would not draw its numbers again)
+    q = torch.empty(1, 1, 4, 8)
+    flash, efficient = (torch.ops.aten._scaled_dot_product_flash_attention.default,
+                        torch.ops.aten._scaled_dot_product_efficient_attention.default)
+    assert heldout.sac_policy(None, flash, q, q, q) == CheckpointPolicy.MUST_SAVE
+    assert heldout.sac_policy(None, flash, q, q, q, 0.0, True) == CheckpointPolicy.MUST_SAVE
+    assert heldout.sac_policy(None, flash, q, q, q, 0.1) == CheckpointPolicy.PREFER_RECOMPUTE
+    assert heldout.sac_policy(None, efficient, q, q, q, None, True, 0.1) == CheckpointPolicy.PREFER_RECOMPUTE
+    assert heldout.sac_policy(None, efficient, q, q, q, None, True, dropout_p=0.0) == CheckpointPolicy.MUST_SAVE
 
 
 def test_wrap_blocks_wraps_outermost_blocks():
