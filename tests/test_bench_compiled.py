@@ -192,3 +192,24 @@ def test_wrap_blocks_wraps_outermost_blocks():
     x = torch.randn(3, 4)
     model(x).sum().backward()
     assert all(p.grad is not None for p in model.parameters())
+
+
+@pytest.mark.slow
+def test_gpu_overhead_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
+    """bench/gpu_probe/overhead.py, meant for a lent GPU, runs end to end here (DEVICE=cpu: CPU sizes, aten
+    ops for kernels), so a GPU session does not spend its minutes on a broken script."""
+    import importlib.util
+    from pathlib import Path
+
+    monkeypatch.setenv("DEVICE", "cpu")
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_probe" / "overhead.py"
+    spec = importlib.util.spec_from_file_location("gpu_overhead_probe", path)
+    probe = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(probe)
+    probe.main([str(tmp_path), "gpt2"])
+    got = json.loads((tmp_path / "overhead.json").read_text())
+    rows = got["models"]["gpt2"]["rows"]
+    assert set(rows) == {"vanilla", "remat 100%"}
+    for r in rows.values():
+        assert r["step_ms"] > 0 and r["enqueue_ms"] > 0 and r["kernels"] > 0 and r["kernel_ms"] > 0
+    assert got["models"]["gpt2"]["top_kernel_differences"]

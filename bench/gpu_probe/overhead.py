@@ -67,10 +67,11 @@ def kernels(step) -> dict[str, list[float]]:
     return dict(out)
 
 
-def main() -> None:
-    out = Path(sys.argv[1])
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    out = Path(argv[0])
     out.mkdir(parents=True, exist_ok=True)
-    models = (sys.argv[2] if len(sys.argv) > 2 else "gpt2,vit").split(",")
+    models = (argv[1] if len(argv) > 1 else "gpt2,vit").split(",")
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
               "models": {}}
     for name in models:
