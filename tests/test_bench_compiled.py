@@ -213,3 +213,34 @@ def test_gpu_overhead_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
     for r in rows.values():
         assert r["step_ms"] > 0 and r["enqueue_ms"] > 0 and r["kernels"] > 0 and r["kernel_ms"] > 0
     assert got["models"]["gpt2"]["top_kernel_differences"]
+
+
+@pytest.mark.slow
+def test_gpu_session_script_smoke_on_the_cpu(tmp_path):
+    """bench/gpu_session.sh, the lent GPU's one call per mode, runs here on one tiny model (DEVICE=cpu,
+    EXTRA=--quick) and leaves its per-model results in OUT/<mode>.tar.gz and its log beside."""
+    import os
+    import subprocess
+    import sys
+    import tarfile
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    wrapper = bindir / "python3"  # the script calls python3, as the GPU machine's image has it: this one's
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" "$@"\n')
+    wrapper.chmod(0o755)
+    env = {**os.environ, "PATH": f"{bindir}{os.pathsep}{os.environ['PATH']}", "DEVICE": "cpu", "MODELS": "gpt2",
+           "DTYPES": "fp32", "EXTRA": "--quick", "LIMIT": "60"}
+    out = tmp_path / "out"
+    done = subprocess.run(["bash", "bench/gpu_session.sh", "eager", str(out)], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    log = (out / "eager.log").read_text()
+    assert log.startswith("torch ") and "[gpt2 fp32] remat eager 50%" in log
+    with tarfile.open(out / "eager.tar.gz") as tar:
+        names = set(tar.getnames())
+        result = json.load(tar.extractfile("./gpt2/results.json"))
+    assert {"./gpt2/report.md", "./gpt2/results.json"} <= names
+    assert {"vanilla", "per-block checkpoint", "sac-matmul", "remat eager 50%"} <= {r["method"] for r in result["rows"]}
