@@ -369,17 +369,38 @@ def test_the_walk_leaves_the_gradients_it_does_not_count_out_of_an_ops_workspace
 def test_storages_are_remembered_by_value_only_while_the_planner_walks():
     """Within ``remembering`` a value's storages are read once, for every node carrying that value
     (the planner's splits copy the joint graph's meta); outside it nothing is kept."""
-    from remat.compiled import codepeak
+    from remat.compiled import memo
 
     nodes = [n for n in _graph(lambda x: x.sin().view(-1), (4, 4)).nodes if n.op == "call_function"]
     sin, view = nodes
     assert _storages(sin)[0][0] == _storages(view)[0][0]  # a view shares its base's storage
-    with codepeak.remembering():
+    with memo.remembering():
         first = _storages(sin)
-        assert _storages(sin) is first and len(codepeak._REMEMBERED) == 1
+        assert _storages(sin) is first and len(memo._REMEMBERED) == 1
         sin.meta["val"] = torch.empty(3, device="meta")  # another value: read again
-        assert _storages(sin)[0][1] == 12 and len(codepeak._REMEMBERED) == 2
-    assert codepeak._REMEMBERED is None and _storages(view) is not _storages(view)
+        assert _storages(sin)[0][1] == 12 and len(memo._REMEMBERED) == 2
+    assert memo._REMEMBERED is None and _storages(view) is not _storages(view)
+
+
+def test_an_ops_workspace_is_looked_up_once_per_value_and_layout_while_the_planner_walks(tmp_path, monkeypatch):
+    """Building a workspace's cache key was a tenth of judging a ResNet-152 plan: within
+    ``remembering`` it is built once per value, layout and uncounted outputs; outside, every time.
+    The answer is the same either way."""
+    from remat.compiled import memo, workspace as ws
+
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    graph = make_fx(lambda x, w: torch.nn.functional.conv2d(x, w, padding=1), tracing_mode="fake")(
+        torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3)).graph
+    conv = next(n for n in graph.nodes if "convolution" in str(n.target))
+    plain, cl = ws.workspace(conv), ws.workspace(conv, "channels_last")  # measured and cached on disk
+    keys = []
+    real = ws.op_key
+    monkeypatch.setattr(ws, "op_key", lambda n: keys.append(n) or real(n))
+    assert [ws.workspace(conv) for _ in range(2)] == [plain, plain] and len(keys) == 2
+    with memo.remembering():
+        assert [ws.workspace(conv) for _ in range(3)] == [plain] * 3 and len(keys) == 3
+        assert [ws.workspace(conv, "channels_last") for _ in range(2)] == [cl] * 2 and len(keys) == 4
+    assert ws.workspace(conv) == plain and len(keys) == 5
 
 
 def test_a_mixed_dtype_pointwise_op_counts_its_inputs_promoted_copy(tmp_path, monkeypatch):

@@ -30,10 +30,8 @@ CPU: to 8 bytes in most rows).
 
 from __future__ import annotations
 
-import contextlib
 import operator
 from dataclasses import dataclass
-from typing import Iterator
 
 import torch
 import torch.fx as fx
@@ -41,6 +39,7 @@ import torch.utils._pytree as pytree
 from torch.multiprocessing.reductions import StorageWeakRef
 
 from .dynamic import hint, is_symbolic
+from .memo import remember, remembered
 from .workspace import has_workspace, workspace
 
 
@@ -60,27 +59,12 @@ def _tensors(val: object) -> list[torch.Tensor]:
     return [t for t in pytree.tree_leaves(val) if isinstance(t, torch.Tensor)]
 
 
-# storages by value while the planner walks splits (each copies the joint graph's meta, so the
-# same values are asked for again and again): ``remembering``
-_REMEMBERED: dict[int, tuple[object, list]] | None = None
-
-
-@contextlib.contextmanager
-def remembering() -> Iterator[None]:
-    """Within it, each value's storages are read once (the planner's walks of one joint graph)."""
-    global _REMEMBERED
-    outer, _REMEMBERED = _REMEMBERED, {} if _REMEMBERED is None else _REMEMBERED
-    try:
-        yield
-    finally:
-        _REMEMBERED = outer
-
-
 def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
     """The storages of ``n``'s value and their sizes (a walk asks for each node's several times,
     over many splits: a third of its time was spent here before they were remembered)."""
     val = n.meta.get("val")
-    cached = _REMEMBERED.get(id(val)) if _REMEMBERED is not None else None
+    kept = remembered()
+    cached = kept.get((id(val), None)) if kept is not None else None
     if cached is not None and cached[0] is val:
         return cached[1]
     out, fresh = [], False
@@ -91,8 +75,8 @@ def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
         except (RuntimeError, NotImplementedError):  # a storage of its own, never remembered (no aliases)
             out.append((StorageWeakRef(torch.empty(0).untyped_storage()), t.numel() * t.element_size()))
             fresh = True
-    if not fresh and val is not None and _REMEMBERED is not None:
-        _REMEMBERED[id(val)] = (val, out)
+    if not fresh and val is not None and kept is not None:
+        kept[(id(val), None)] = (val, out)
     return out
 
 
@@ -103,14 +87,21 @@ _EXTERN = ("mm", "addmm", "bmm", "baddbmm", "_int_mm", "convolution", "convoluti
 
 def _extern(n: fx.Node) -> bool:
     """An op inductor runs as a kernel of its own with a real output buffer (not fused)."""
-    from torch._inductor import lowering
-
     target = n.target
     if not isinstance(target, torch._ops.OpOverload):
         return n.op == "call_function" and target is not operator.getitem
-    name = target.overloadpacket.__name__
-    return (name in _EXTERN or "attention" in name or "convolution" in name or target in lowering.fallbacks
-            or target not in lowering.lowerings)
+    known = _EXTERN_OPS.get(target)
+    if known is None:
+        from torch._inductor import lowering
+
+        name = target.overloadpacket.__name__
+        known = _EXTERN_OPS[target] = (name in _EXTERN or "attention" in name or "convolution" in name
+                                       or target in lowering.fallbacks or target not in lowering.lowerings)
+    return known
+
+
+_EXTERN_OPS: dict[object, bool] = {}  # overload -> ``_extern`` (a walk asks once per node, 800 thousand times
+# for a ResNet-152's planning)
 
 
 _SCATTERS = ("scatter", "scatter_add", "scatter_reduce", "index_put", "_unsafe_index_put")
@@ -243,10 +234,12 @@ def _same_index_view(n: fx.Node) -> bool:
 
 def _contiguous(n: fx.Node) -> torch.dtype | None:
     """The dtype of ``n``'s single contiguous tensor, else None."""
-    ts = _tensors(n.meta.get("val"))
-    if len(ts) != 1 or not ts[0].is_contiguous():
-        return None
-    return ts[0].dtype
+    val = n.meta.get("val")
+
+    def work() -> torch.dtype | None:
+        ts = _tensors(val)
+        return ts[0].dtype if len(ts) == 1 and ts[0].is_contiguous() else None
+    return remember(val, "contiguous", work)
 
 
 def _reads(n: fx.Node, inside: set[fx.Node]) -> dict[fx.Node, bool]:

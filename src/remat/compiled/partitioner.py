@@ -157,7 +157,7 @@ class Planner:
         optimization), so a budget it cannot meet raises InfeasibleError, a percentage too, as soon
         as the fused search's floor shows it."""
         from . import dynamic
-        from .codepeak import remembering
+        from .memo import remembering
 
         symbolic = dynamic.is_dynamic(gm)
         # a byte budget holds at every size: planned at the top of the sizes' buckets, guarded to them

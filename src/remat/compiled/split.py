@@ -1,8 +1,8 @@
 """A step schedule -> two fx graphs: the forward saves exactly the kept values, the backward
 recomputes what the schedule says where it says it, a copy per recomputation.
 
-The forward graph is AOTAutograd's own (``_extract_fwd_bwd_modules`` with our saved values), so
-its calling convention is the one AOTAutograd's runtime expects. The backward graph is written
+The forward graph is the one AOTAutograd extracts for our saved values (``forward_graph``, node
+for node), so its calling convention is the one AOTAutograd's runtime expects. The backward graph is written
 here, over that graph's placeholders (saved values, then tangents):
 
 - backward ops are emitted in the joint graph's order (autograd's);
@@ -26,7 +26,8 @@ import torch.fx as fx
 import torch.utils._pytree as pytree
 from torch._functorch._aot_autograd.descriptors import SavedForBackwardsAOTOutput
 from torch._functorch._aot_autograd.utils import _is_bwd_seed_offset, _is_fwd_seed_offset, _is_primal, _is_tangent
-from torch._functorch.partitioners import _extract_fwd_bwd_outputs, _extract_graph_with_inputs_outputs
+from torch._functorch.partitioners import (_extract_fwd_bwd_outputs, _extract_graph_with_inputs_outputs,
+                                           _must_be_in_backward)
 from torch.fx._lazy_graph_module import _make_graph_module
 
 from ..plan import Step
@@ -67,9 +68,9 @@ def split(jg: JointGraph, steps: list[Step]) -> Split:
     fwd_out, bwd_out, fwd_descs, bwd_descs = _extract_fwd_bwd_outputs(jg.gm, num_fwd_outputs=jg.num_fwd_outputs)
     placeholders = list(jg.gm.graph.find_nodes(op="placeholder"))
     primals = [n for n in placeholders if _is_primal(n)]
-    fw_graph = _extract_graph_with_inputs_outputs(
+    fw_graph = forward_graph(
         jg.gm.graph, primals + [n for n in placeholders if _is_fwd_seed_offset(n)], fwd_out + saved + syms,
-        fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved) + len(syms))], "forward")
+        fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved) + len(syms))])
     replayed = emitter.replayed()
     _save_generator_states(fw_graph, [jg.node_of[u].name for u in replayed], len(fwd_out))
     fw = _make_graph_module(jg.gm, fw_graph)
@@ -79,6 +80,46 @@ def split(jg: JointGraph, steps: list[Step]) -> Split:
                  [jg.node_of[u].name + STATE_SUFFIX for u in replayed] + [n.name for n in saved],
                  recomputed=emitter.recomputed,
                  unplanned=emitter.unplanned)
+
+
+def forward_graph(joint: fx.Graph, inputs: list[fx.Node], outputs: list, descs: list) -> fx.Graph:
+    """The forward graph AOTAutograd's ``_extract_graph_with_inputs_outputs(..., "forward")``
+    makes, node for node (the same nodes, names, order and metadata), copying only the nodes
+    it keeps: that function copies every node computable from ``inputs`` (most of a joint
+    graph's forward, whatever the outputs) and then eliminates the dead ones, which was half of
+    splitting a plan, and splitting is half of judging one (ResNet-152: 90 plans judged for a
+    first call). Falls back on it where an output cannot be computed from ``inputs``."""
+    known = set(inputs)
+    valid: set[fx.Node] = set(inputs)
+    for n in joint.nodes:
+        if n in known or n.op in ("placeholder", "output") or _must_be_in_backward(n):
+            continue
+        if n.op == "get_attr" or (n.op == "call_function" and all(a in valid for a in n.all_input_nodes)):
+            valid.add(n)
+    wanted = [x for x in outputs if isinstance(x, fx.Node)]
+    if any(x not in valid for x in wanted):
+        return _extract_graph_with_inputs_outputs(joint, inputs, outputs, descs, "forward")
+    impure_random = torch._inductor.config.fallback_random if torch._guards.TracingContext.try_get() else True
+    live: set[fx.Node] = set()
+    stack = wanted + [n for n in valid if n not in known and n.op != "get_attr" and n.is_impure(impure_random)]
+    while stack:  # what dead-code elimination keeps: the outputs, the side effects, and what they read
+        n = stack.pop()
+        if n not in live:
+            live.add(n)
+            stack.extend(a for a in n.all_input_nodes if a not in live)
+    g = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for n in inputs:  # placeholders in the inputs' order (one may stand for a call_function)
+        env[n] = g.placeholder(n.name)
+        env[n].meta = n.meta
+    for n in joint.nodes:
+        if n in live and n not in known:
+            env[n] = g.node_copy(n, env.__getitem__)
+    values = [env[x] if isinstance(x, fx.Node) else x for x in outputs]
+    out = g.output(tuple(values))
+    out.meta["desc"] = descs
+    out.meta["output_stack_traces"] = [v.meta.get("stack_trace") if isinstance(v, fx.Node) else None for v in values]
+    return g
 
 
 class _Emitter:

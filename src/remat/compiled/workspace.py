@@ -21,6 +21,7 @@ import torch.utils._pytree as pytree
 
 from ..measure import cpu_allocations, replay_peak
 from .costs import Cache, _real, device_name, node_device, op_key, real_mode, unrunnable
+from .memo import remember
 
 _memo: dict[tuple[str, str], float] = {}
 _caches: dict[str, Cache] = {}
@@ -72,10 +73,20 @@ def workspace(n: fx.Node, layout: str = "fx", uncounted: frozenset[int] = frozen
     left out of the op's peak wherever in the op they happen. A weight gradient is allocated at
     the end of a ``convolution_backward``, after its temporaries are freed, so subtracting it
     from the op's peak under-counted the op by up to 0.1 MB on a CPU ResNet."""
-    if not has_workspace(n) or unrunnable(n) is not None:
+    if not has_workspace(n):
+        return 0.0
+    mask = sum(1 << j for j in uncounted)
+    val = n.meta.get("val")
+    # the key is worked out once per op of the joint graph (its copies share its values): building
+    # it was a tenth of judging a plan's code (ResNet-152)
+    tag = ("workspace", n.target, layout, mask, tuple(id(a.meta.get("val")) for a in n.all_input_nodes))
+    return remember(val, tag, lambda: _workspace(n, layout, mask))
+
+
+def _workspace(n: fx.Node, layout: str, mask: int) -> float:
+    if unrunnable(n) is not None:
         return 0.0
     device = node_device(n) or torch.device("cpu")
-    mask = sum(1 << j for j in uncounted)
     key = f"{LAYOUTS[layout]}:{mask}:{op_key(n)}"
     # the device's name carries the CPU's thread count: oneDNN's kernels (and so their scratch)
     # differ between one thread and several (a depthwise backward: 107 KB against 144 KB)
