@@ -146,11 +146,12 @@ def _reduction(n: fx.Node) -> bool:
     target = n.target
     if not isinstance(target, torch._ops.OpOverload) or target.overloadpacket.__name__ not in REDUCTIONS:
         return False
-    outs = _tensors(n.meta.get("val"))
-    ins = [t for a in n.all_input_nodes for t in _tensors(a.meta.get("val"))]
-    if not outs or not ins:
-        return False
-    return ins[0].numel() >= UNROLL_REDUCTIONS * max(outs[0].numel(), 1)
+
+    def work() -> bool:
+        outs = _tensors(n.meta.get("val"))
+        ins = [t for a in n.all_input_nodes for t in _tensors(a.meta.get("val"))]
+        return bool(outs and ins) and ins[0].numel() >= UNROLL_REDUCTIONS * max(outs[0].numel(), 1)
+    return remember(n.meta.get("val"), ("reduction", target), work)
 
 
 REALIZE_READS = 4    # inductor's ``realize_reads_threshold``: a value read again by several kernels
@@ -180,17 +181,19 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
         if n.op != "call_function":
             loads[n], ops[n] = frozenset([n]), 0
             continue
-        ins = [a for a in n.all_input_nodes]
+        ins = n.all_input_nodes
         if _is_view(n):
             loads[n] = frozenset().union(*(loads[a] for a in ins)) if ins else frozenset()
             ops[n] = sum(ops[a] for a in ins)
             buffer[n] = False
             continue
+        if _extern(n) or _reduction(n):  # a buffer whatever reads it
+            buffer[n], loads[n], ops[n] = True, frozenset([n]), 0
+            continue
         loads[n] = frozenset().union(*(frozenset([a]) if buffer.get(a, True) else loads[a] for a in ins))
         ops[n] = 1 + sum(0 if buffer.get(a, True) else ops[a] for a in ins)
         mine = readers[n]
-        buffer[n] = (_extern(n) or _reduction(n) or out in mine
-                     or any(_extern(u) and not _writes_into(u, n) for u in mine)
+        buffer[n] = (out in mine or any(_extern(u) and not _writes_into(u, n) for u in mine)
                      or (len(loads[n]) > 1 and any(_windowed(u, n) for u in n.users))
                      or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS)))
         if buffer[n]:
