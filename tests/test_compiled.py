@@ -990,7 +990,8 @@ def test_a_schedule_is_judged_once_per_planning_call():
     planner = Planner("50%", fused=True)
     walked = []
 
-    def code(jg, steps):
+    def code(jg, steps, judged=False):
+        assert judged  # only walked: its forward may be the call's edited graph (``split.Forward``)
         walked.append(tuple(steps))
         return None, SimpleNamespace(peak=100.0 * len(steps), after_forward=10.0)
 

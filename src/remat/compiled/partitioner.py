@@ -141,6 +141,7 @@ class Planner:
         self._fallback = False  # this call's caller compiles otherwise when the budget is not met
         self.planned: list[Planned] = []
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
+        self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
@@ -219,6 +220,7 @@ class Planner:
 
         started = time.perf_counter()
         self._judged = {}
+        self._forwards = {}
         self._fused = self.fused if fused is None else fused
         self._unused = tangents.assumed_unused(gm) if self.loss_only and tangents.available() else frozenset()
         inductor = self._fused  # this call's code goes to inductor (whatever walk its peak is read with)
@@ -600,7 +602,7 @@ class Planner:
         def judge(kept: set, steps: list, sim: Simulation) -> float:
             key = tuple(steps)
             if key not in seen:
-                code = self._code(jg, without_tail(steps) if tail > 0 else steps)[1]
+                code = self._code(jg, without_tail(steps) if tail > 0 else steps, judged=True)[1]
                 seen[key] = max(code.peak * margin, code.after_forward + tail)
             return seen[key]
         return judge
@@ -791,19 +793,21 @@ class Planner:
             prediction = simulate(jg.graph, steps)
         return (steps, prediction, *self._code(jg, steps))
 
-    def _code(self, jg: JointGraph, steps: list) -> tuple[Split, CodePeak]:
+    def _code(self, jg: JointGraph, steps: list, judged: bool = False) -> tuple[Split, CodePeak]:
         """The two graphs that run ``steps``, as they will run, and their own peak. Their Python
         is generated when they first run: most splits are only judged (a tenth of planning time
-        went to generating code for them)."""
+        went to generating code for them). ``judged``: the split is walked and dropped, so its
+        forward may be the planning call's one edited graph (``split.Forward``; fused code only:
+        eager code's forward is rewritten in place after)."""
         from torch.fx._lazy_graph_module import _use_lazy_graph_module
 
         with _use_lazy_graph_module(True):
-            sp = self._split_code(jg, steps)
+            sp = self._split_code(jg, steps, self._forwards if judged and self._fused else None)
         return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused, unused=self._unused)
 
-    def _split_code(self, jg: JointGraph, steps: list) -> Split:
+    def _split_code(self, jg: JointGraph, steps: list, forwards: dict | None = None) -> Split:
         """The two graphs that run ``steps``, with the in-place rewrites of fx-generated code."""
-        sp = split(jg, steps)
+        sp = split(jg, steps, forwards)
         if not self._fused:  # fx-generated code: a (log-)softmax or its gradient over its dying input,
             write_over_dying_inputs(sp.forward)  # batch norms' running statistics updated in place
             write_over_dying_inputs(sp.backward)

@@ -53,8 +53,10 @@ def kept_values(jg: JointGraph, steps: list[Step]) -> set[str]:
     return {v for v in jg.graph.order if inst.reads[v][0] > 0}
 
 
-def split(jg: JointGraph, steps: list[Step]) -> Split:
-    """Forward and backward graphs that execute ``steps`` (an executable training schedule)."""
+def split(jg: JointGraph, steps: list[Step], forwards: dict | None = None) -> Split:
+    """Forward and backward graphs that execute ``steps`` (an executable training schedule).
+    ``forwards``: a planning call's ``Forward`` per joint graph, whose one forward graph is
+    edited from split to split (judging plans only: see ``Forward``)."""
     from ..runtime import Instances
 
     inst = Instances.of(jg.graph, steps)
@@ -68,10 +70,17 @@ def split(jg: JointGraph, steps: list[Step]) -> Split:
     fwd_out, bwd_out, fwd_descs, bwd_descs = _extract_fwd_bwd_outputs(jg.gm, num_fwd_outputs=jg.num_fwd_outputs)
     placeholders = list(jg.gm.graph.find_nodes(op="placeholder"))
     primals = [n for n in placeholders if _is_primal(n)]
-    fw_graph = forward_graph(
-        jg.gm.graph, primals + [n for n in placeholders if _is_fwd_seed_offset(n)], fwd_out + saved + syms,
-        fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved) + len(syms))])
+    inputs = primals + [n for n in placeholders if _is_fwd_seed_offset(n)]
     replayed = emitter.replayed()
+    maker = forwards.get(id(jg.gm.graph)) if forwards is not None else None
+    if maker is None or maker.size != len(jg.gm.graph.nodes):  # (a joint graph edited since: built again)
+        maker = Forward(jg.gm.graph, inputs)
+        if forwards is not None:
+            forwards[id(jg.gm.graph)] = maker
+    # a forward that saves generator states is edited after (``_save_generator_states``): made afresh
+    fw_graph = maker.graph_for(fwd_out + saved + syms,
+                               fwd_descs + [SavedForBackwardsAOTOutput(i) for i in range(len(saved) + len(syms))],
+                               fresh=forwards is None or bool(replayed))
     _save_generator_states(fw_graph, [jg.node_of[u].name for u in replayed], len(fwd_out))
     fw = _make_graph_module(jg.gm, fw_graph)
     bw_inputs = saved + [n for n in placeholders if _is_tangent(n) or _is_bwd_seed_offset(n)]
@@ -89,37 +98,89 @@ def forward_graph(joint: fx.Graph, inputs: list[fx.Node], outputs: list, descs: 
     graph's forward, whatever the outputs) and then eliminates the dead ones, which was half of
     splitting a plan, and splitting is half of judging one (ResNet-152: 90 plans judged for a
     first call). Falls back on it where an output cannot be computed from ``inputs``."""
-    known = set(inputs)
-    valid: set[fx.Node] = set(inputs)
-    for n in joint.nodes:
-        if n in known or n.op in ("placeholder", "output") or _must_be_in_backward(n):
-            continue
-        if n.op == "get_attr" or (n.op == "call_function" and all(a in valid for a in n.all_input_nodes)):
-            valid.add(n)
-    wanted = [x for x in outputs if isinstance(x, fx.Node)]
-    if any(x not in valid for x in wanted):
-        return _extract_graph_with_inputs_outputs(joint, inputs, outputs, descs, "forward")
-    impure_random = torch._inductor.config.fallback_random if torch._guards.TracingContext.try_get() else True
-    live: set[fx.Node] = set()
-    stack = wanted + [n for n in valid if n not in known and n.op != "get_attr" and n.is_impure(impure_random)]
-    while stack:  # what dead-code elimination keeps: the outputs, the side effects, and what they read
-        n = stack.pop()
-        if n not in live:
-            live.add(n)
-            stack.extend(a for a in n.all_input_nodes if a not in live)
-    g = fx.Graph()
-    env: dict[fx.Node, fx.Node] = {}
-    for n in inputs:  # placeholders in the inputs' order (one may stand for a call_function)
-        env[n] = g.placeholder(n.name)
-        env[n].meta = n.meta
-    for n in joint.nodes:
-        if n in live and n not in known:
-            env[n] = g.node_copy(n, env.__getitem__)
-    values = [env[x] if isinstance(x, fx.Node) else x for x in outputs]
-    out = g.output(tuple(values))
-    out.meta["desc"] = descs
-    out.meta["output_stack_traces"] = [v.meta.get("stack_trace") if isinstance(v, fx.Node) else None for v in values]
-    return g
+    return Forward(joint, inputs).graph_for(outputs, descs, fresh=True)
+
+
+class Forward:
+    """The forward graphs of one joint graph for any saved values (``forward_graph``).
+
+    ``graph_for(..., fresh=False)`` edits one graph from call to call instead: it inserts the
+    nodes the new outputs need and erases those no longer read (a few, where two plans differ
+    in what they save; a ResNet-152's forward has 6,000 nodes). For judging plans only: that
+    graph changes under the GraphModules made from it, and a node copied in again is renamed."""
+
+    def __init__(self, joint: fx.Graph, inputs: list[fx.Node]) -> None:
+        self.joint, self.inputs = joint, inputs
+        self.size = len(joint.nodes)
+        known = set(inputs)
+        valid: set[fx.Node] = set(inputs)
+        for n in joint.nodes:
+            if n in known or n.op in ("placeholder", "output") or _must_be_in_backward(n):
+                continue
+            if n.op == "get_attr" or (n.op == "call_function" and all(a in valid for a in n.all_input_nodes)):
+                valid.add(n)
+        self.valid = valid
+        self.order = [n for n in joint.nodes if n in valid and n not in known]  # what a forward may copy
+        impure_random = torch._inductor.config.fallback_random if torch._guards.TracingContext.try_get() else True
+        # what dead-code elimination keeps whatever reads it: side effects (batch norm's statistics)
+        self.impure = [n for n in self.order if n.op != "get_attr" and n.is_impure(impure_random)]
+        self.graph: fx.Graph | None = None  # the edited one, and its nodes by joint node
+        self.env: dict[fx.Node, fx.Node] = {}
+
+    def _live(self, wanted: list[fx.Node]) -> set[fx.Node]:
+        live: set[fx.Node] = set()
+        stack = wanted + self.impure
+        while stack:  # the outputs, the side effects, and what they read
+            n = stack.pop()
+            if n not in live:
+                live.add(n)
+                stack.extend(a for a in n.all_input_nodes if a not in live)
+        return live
+
+    def _new(self) -> tuple[fx.Graph, dict[fx.Node, fx.Node]]:
+        g = fx.Graph()
+        env: dict[fx.Node, fx.Node] = {}
+        for n in self.inputs:  # placeholders in the inputs' order (one may stand for a call_function)
+            env[n] = g.placeholder(n.name)
+            env[n].meta = n.meta
+        return g, env
+
+    def graph_for(self, outputs: list, descs: list, fresh: bool = False) -> fx.Graph:
+        """The forward graph returning ``outputs`` (see the class docstring for ``fresh=False``)."""
+        wanted = [x for x in outputs if isinstance(x, fx.Node)]
+        if any(x not in self.valid for x in wanted):
+            return _extract_graph_with_inputs_outputs(self.joint, self.inputs, outputs, descs, "forward")
+        live = self._live(wanted)
+        if fresh or self.graph is None:
+            g, env = self._new()
+            out = None
+        else:
+            g, env = self.graph, self.env
+            out = next(iter(g.find_nodes(op="output")))
+        last = next(reversed(g.find_nodes(op="placeholder")), None) if self.inputs else None
+        for n in self.order:  # in the joint graph's order
+            if n not in live:
+                continue
+            if n not in env:
+                if out is None:
+                    env[n] = g.node_copy(n, env.__getitem__)
+                else:
+                    with g.inserting_after(last) if last is not None else g.inserting_before(None):
+                        env[n] = g.node_copy(n, env.__getitem__)
+            last = env[n]
+        values = tuple(env[x] if isinstance(x, fx.Node) else x for x in outputs)
+        if out is None:
+            out = g.output(values)
+        else:
+            out.args = (values,)
+            for n in reversed(self.order):  # readers first
+                if n in env and n not in live:
+                    g.erase_node(env.pop(n))
+        out.meta["desc"] = descs
+        out.meta["output_stack_traces"] = [v.meta.get("stack_trace") if isinstance(v, fx.Node) else None for v in values]
+        if not fresh:
+            self.graph, self.env = g, env
+        return g
 
 
 class _Emitter:
