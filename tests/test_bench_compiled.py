@@ -156,6 +156,20 @@ def test_a_graph_break_step_recomputes_its_graphs_costs_over_their_forwards():
     assert got["report_recompute_fraction"] == pytest.approx(1.5 / 11)
 
 
+def test_a_graph_break_steps_predicted_peak_counts_what_the_other_graphs_hold():
+    """The loss graph after a break runs beside the first graph's leftovers (its tail), and a later
+    graph beside what the earlier ones hold: the step's predicted peak is the most any graph needs
+    so (GPT-2 bf16 at 14.69 MB: 10.46 + 4.20 MB after the first forward, measured 14.39 MB, where the
+    first graph's own walk said 13.09 MB)."""
+    bench = bench_scripts.load("bench_compiled")
+    graphs = [{"predicted_peak": 13.09, "after_forward": 10.46, "held_before": 0.0, "tail": 4.20},
+              {"predicted_peak": 0.01, "after_forward": 0.0, "held_before": 5.57, "tail": 0.0}]
+    assert bench._graph_reports(graphs)["predicted_peak"] == pytest.approx(14.66)
+    graphs[1]["predicted_peak"] = 10.0  # a later graph's own peak over what it leaves room for
+    assert bench._graph_reports(graphs)["predicted_peak"] == pytest.approx(15.57)
+    assert bench._graph_reports([{"predicted_peak": 3.0}])["predicted_peak"] == 3.0  # one graph: its own
+
+
 def test_compiled_backends_never_compare_equal():
     # two budgets over one model must not share Dynamo's cache entries through equal backends
     a, b = heldout.Distinct("aot_eager"), heldout.Distinct("aot_eager")
