@@ -18,12 +18,43 @@ def test_pointwise_chains_fuse_and_buffers_stay_where_kernels_need_them():
         a = x.sin()              # read only by cos: inside a kernel
         b = a.cos()              # read by a matmul (an extern kernel): a buffer
         c = torch.mm(b, w)       # made by one: a buffer
-        d = c.exp()              # read by the sum and by div, cheap: each recomputes it inline
+        d = c * 3 + 1            # read by the sum and by div, cheap: each recomputes it inline
         e = d.sum(1, keepdim=True)
         return d / e             # an output: a buffer
 
     names = {n.name for n in fused_values(_graph(f, (4, 4), (4, 4)))}
-    assert names == {"sin", "exp", "sum_1"}
+    assert names == {"sin", "mul", "add", "sum_1"}
+
+
+def test_on_the_cpu_a_value_made_with_a_heavy_op_and_read_twice_gets_a_buffer():
+    """Inductor's CPU code stores a value several ops read when its code runs exp, log, tanh,
+    sigmoid (``should_realize_on_reuse``): the exp read by the sum and the division gets a buffer
+    (inductor writes it over the matmul's), the same code without the exp keeps it inline."""
+    def f(heavy):
+        def g(x, w):
+            c = torch.mm(x, w)
+            d = c.exp() if heavy else c * 3 + 1
+            return d / d.sum(1, keepdim=True)
+        return g
+
+    assert "exp" not in {n.name for n in fused_values(_graph(f(True), (4, 4), (4, 4)))}
+    assert {"mul", "add"} <= {n.name for n in fused_values(_graph(f(False), (4, 4), (4, 4)))}
+
+
+def test_a_dropout_draw_always_gets_a_buffer():
+    """``prims.inductor_random`` (a dropout's draw under torch.compile) is realized where it is
+    lowered: its buffer lives until its last reader, though only a comparison reads it (GPT-2's
+    recomputed dropouts: nine such buffers, 2.4 MB, alive across the backward); the seeds are
+    drawn by a fallback kernel into a buffer of their own."""
+    def f(x):
+        seeds = torch.ops.prims.inductor_seeds.default(1, torch.device("cpu"))
+        seed = torch.ops.prims.inductor_lookup_seed.default(seeds, 0)
+        draw = torch.ops.prims.inductor_random.default([8, 8], seed, "rand")
+        return x * (draw > 0.1)
+
+    inside = {n.name for n in fused_values(_graph(f, (8, 8)))}
+    assert "inductor_random" not in inside and "inductor_seeds" not in inside
+    assert {"inductor_lookup_seed", "gt"} <= inside
 
 
 def test_a_value_several_kernels_read_gets_a_buffer_when_its_code_loads_many():

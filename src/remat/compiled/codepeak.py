@@ -82,7 +82,8 @@ def _storages(n: fx.Node) -> list[tuple[StorageWeakRef, int]]:
 
 _EXTERN = ("mm", "addmm", "bmm", "baddbmm", "_int_mm", "convolution", "convolution_backward", "scatter",
            "scatter_add", "scatter_reduce", "index_put", "index_put_", "_unsafe_index_put", "sort", "topk",
-           "cat", "embedding_dense_backward")
+           "cat", "embedding_dense_backward",
+           "inductor_seeds")  # the seeds of a step's random ops: drawn by a fallback kernel (``randint``) into a buffer
 
 
 def _extern(n: fx.Node) -> bool:
@@ -156,6 +157,24 @@ def _reduction(n: fx.Node) -> bool:
 
 REALIZE_READS = 4    # inductor's ``realize_reads_threshold``: a value read again by several kernels
 REALIZE_OPS = 30     # and its ``realize_opcount_threshold``: ... or long to recompute, gets a buffer
+# ... or, on the CPU, computed with one of these (``StorageBox.should_realize_on_reuse``)
+HEAVY_ON_CPU = frozenset({"exp", "log", "log10", "log1p", "log2", "sigmoid", "tanh", "silu"})
+ALWAYS_REALIZED = frozenset({"inductor_random"})  # lowered to a buffer whatever reads it (the dropout draws)
+
+
+def _heavy(n: fx.Node) -> bool:
+    """An op inductor's CPU code counts as heavy: a value computed with it and read by several ops
+    gets a buffer (GPT-2's tanh GELU, a softmax's exp)."""
+    target = n.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    name = target.overloadpacket.__name__
+    if name == "gelu":
+        return n.kwargs.get("approximate") == "tanh"
+    if name not in HEAVY_ON_CPU:
+        return False
+    ts = _tensors(n.meta.get("val"))
+    return bool(ts) and ts[0].device.type == "cpu"
 
 
 def fused_values(graph: fx.Graph) -> set[fx.Node]:
@@ -164,8 +183,10 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
     As inductor's lowering decides (``StorageBox.mark_reuse``), a value gets a buffer when it is
     an output, an extern kernel makes or reads it, or several ops read it and the fused code that
     makes it loads more than ``REALIZE_READS`` buffers or runs more than ``REALIZE_OPS`` ops (else
-    each reader recomputes it inline), or it is a reduction (``_reduction``). Views and tuple
-    elements pass their readers on to their base and read what their base reads."""
+    each reader recomputes it inline), or on the CPU when several ops read it and its fused code
+    runs a heavy op (``_heavy``), or it is a reduction (``_reduction``) or a random draw
+    (``ALWAYS_REALIZED``). Views and tuple elements pass their readers on to their base and read
+    what their base reads."""
     nodes = list(graph.nodes)
     out = next(n for n in nodes if n.op == "output")
     readers: dict[fx.Node, list[fx.Node]] = {}  # non-view readers, through views
@@ -177,17 +198,19 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
     buffer: dict[fx.Node, bool] = {}
     loads: dict[fx.Node, frozenset] = {}    # buffers the fused code making n reads
     ops: dict[fx.Node, int] = {}
+    heavy: dict[fx.Node, bool] = {}  # the fused code making n runs a heavy op (``_heavy``)
     for n in nodes:
         if n.op != "call_function":
             loads[n], ops[n] = frozenset([n]), 0
             continue
+        heavy[n] = _heavy(n) or any(heavy.get(a, False) for a in n.all_input_nodes if not buffer.get(a, True))
         ins = n.all_input_nodes
         if _is_view(n):
             loads[n] = frozenset().union(*(loads[a] for a in ins)) if ins else frozenset()
             ops[n] = sum(ops[a] for a in ins)
             buffer[n] = False
             continue
-        if _extern(n) or _reduction(n):  # a buffer whatever reads it
+        if _extern(n) or _reduction(n) or _always_realized(n):  # a buffer whatever reads it
             buffer[n], loads[n], ops[n] = True, frozenset([n]), 0
             continue
         loads[n] = frozenset().union(*(frozenset([a]) if buffer.get(a, True) else loads[a] for a in ins))
@@ -195,10 +218,15 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
         mine = readers[n]
         buffer[n] = (out in mine or any(_extern(u) and not _writes_into(u, n) for u in mine)
                      or (len(loads[n]) > 1 and any(_windowed(u, n) for u in n.users))
-                     or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS)))
+                     or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS or heavy[n])))
         if buffer[n]:
             loads[n], ops[n] = frozenset([n]), 0
     return {n for n, b in buffer.items() if not b and not _is_view(n)}
+
+
+def _always_realized(n: fx.Node) -> bool:
+    target = n.target
+    return isinstance(target, torch._ops.OpOverload) and target.overloadpacket.__name__ in ALWAYS_REALIZED
 
 
 def _fold_primal_kernels(nodes: list[fx.Node], inside: set[fx.Node]) -> list[fx.Node]:
@@ -602,15 +630,19 @@ def _restrided(n: fx.Node) -> bool:
 
 
 def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int,
-              fused: bool = False, unused: frozenset[str] = frozenset()) -> CodePeak:
+              fused: bool = False, unused: frozenset[str] = frozenset(), traces: dict | None = None) -> CodePeak:
     """Peak live bytes of one step of the two graphs (see the module docstring; ``fused``: as
-    inductor runs them; ``unused``: tangents that arrive as None, no bytes, ``tangents``)."""
+    inductor runs them; ``unused``: tangents that arrive as None, no bytes, ``tangents``).
+    ``traces``: filled with each graph's (node name, bytes live while it runs) and the ``user``
+    bytes the backward's are counted without (``fusionguard``)."""
+    if traces is not None:
+        traces.update(forward=[], backward=[])
     out_f = next(iter(forward.graph.find_nodes(op="output")))
     f_outs = [a for a in out_f.args[0] if isinstance(a, fx.Node)]
     channels_last = fused and layout_optimized(forward)
     copied = frozenset(channels_last_copies(forward)) if channels_last else frozenset()
     fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs), fused=fused, copied=copied,
-                               channels_last=channels_last)
+                               channels_last=channels_last, trace=None if traces is None else traces["forward"])
     # the backward receives the saved values (its first placeholders); everything else the
     # forward made is gone but what the caller holds. Saved views of parameters or inputs are no
     # new memory.
@@ -664,6 +696,8 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
 
     returned = frozenset(ref for a in grads if not channels_last_grad(a) for ref, _ in _storages(a))
     bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated),
-                        channels_last=channels_last, convs=convs)
+                        channels_last=channels_last, convs=convs, trace=None if traces is None else traces["backward"])
+    if traces is not None:
+        traces["user"] = user
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
                     backward=bwd_peak + user, after_forward=float(sum(counted.values())))

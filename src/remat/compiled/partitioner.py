@@ -26,7 +26,7 @@ from .. import heap, progress
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
-from . import batchnorm, fusedcost, tangents
+from . import batchnorm, fusedcost, fusionguard, tangents
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
 from .batchnorm import update_statistics_in_place
@@ -40,7 +40,7 @@ CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a r
                      # 0.5% let ViT bf16 at SAC's peak measure 0.3% over it where a plan within it recomputed 0.2% more)
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
 ROOM = 0.05          # room under the budget (fraction) the eager code's judged search is run for (3 s at most)
-FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.7% since ``fusion``; GPU unmeasured)
+FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.5% since ``fusionguard``)
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
 SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
@@ -200,6 +200,13 @@ class Planner:
         planned.split = self._split_code(planned.joint.on(gm), planned.steps)
         return planned.split.forward, planned.split.backward
 
+    def _guard(self, jg: JointGraph, sp: Split, code: CodePeak) -> None:
+        """Under inductor: its fusions held to the fused walk's peak (``fusionguard``)."""
+        if self._fused:
+            traces: dict = {}
+            code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=True, unused=self._unused, traces=traces)
+            fusionguard.attach(sp.forward, sp.backward, traces, code.peak)
+
     def _loss_only(self, fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
         """The backward that reads none of the tangents this plan assumed unused (``tangents``)."""
         if not self._unused:
@@ -300,6 +307,7 @@ class Planner:
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
                                     tried=choice.tried, code=code, held=held, tail=tail, provisional=floor,
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
+        self._guard(jg, sp, code)
         return sp.forward, sp.backward
 
     def _fit(self, jg: JointGraph, pg: Any, target: float, tail: float, base: float, relative: bool,
@@ -834,6 +842,7 @@ class Planner:
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
                                     kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code,
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
+        self._guard(jg, sp, code)
         return sp.forward, sp.backward
 
 

@@ -90,6 +90,7 @@ def without(bw: fx.GraphModule, unused: frozenset[str]) -> fx.GraphModule:
             wide.meta["val"] = zero.meta["val"].expand(val.shape)
         new.replace_all_uses_with(wide, delete_user_cb=lambda u: u is not zero)
     gm = fx.GraphModule(bw, graph)
+    gm.meta.update({k: v for k, v in bw.meta.items() if k != ORIGINAL})  # (the fusion guard)
     gm.meta[ORIGINAL] = Assumed(bw)
     return gm
 

@@ -1,0 +1,157 @@
+"""Inductor's fusions held to the fused walk's peak.
+
+The fused walk (``codepeak``) runs each of inductor's kernels where its first node stands in the
+graph, its outputs allocated then and its last-read inputs freed after it. A fusion of two
+kernels breaks that where they stand apart or where the first frees what the second's outputs
+would have taken: the fused kernel runs where its earliest member stood, so every later member's
+output is allocated there, the nodes between run beside it, and what a later member reads from a
+node between (a recomputed matmul) is computed first. Measured on the held-out Llama (bf16, CPU):
+
+- at torch.compile b=0.5's peak, a recomputed residual stream (an embedding and every layer's
+  residual adds, a chain of pointwise kernels with the layers' matmuls between) fused into one
+  kernel at the start of the backward, its four matmuls moved up to it and its 15 outputs
+  allocated there: 0.49 MB (3.7%) over the walk, at a matmul of the loss's backward;
+- at "50%", the recomputed residual stream fused with the log-softmax backward beside it: its
+  three outputs (0.65 MB) allocated while the saved fp32 log-softmax (8 MiB) was still read:
+  2.9% over the walk.
+
+A guard per compiled graph (``attach``: the walk's live bytes at each node and its peak) vetoes a
+fusion when the fused kernel, and the kernels it runs ahead of, would hold more than that peak:
+the later members' outputs, and those of the kernels moved up for them, counted from where the
+fused kernel runs to where each stood. Fusions away from the peak are kept, so the code is the
+one the walk judged wherever its peak is decided.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch.fx as fx
+
+KEY = "remat_fusion_guard"  # GraphModule.meta key of the guard of a graph remat planned
+
+
+@dataclass
+class Guard:
+    """The fused walk of one graph: live bytes while each node runs (by node name) and the peak
+    no fusion may raise its code above."""
+
+    live: dict[str, float]
+    limit: float
+    vetoed: int = 0
+    _state: dict[int, Any] = field(default_factory=dict, repr=False)
+
+    def allows(self, scheduler: Any, node1: Any, node2: Any) -> bool:
+        """Whether fusing ``node1`` and ``node2`` keeps every kernel within ``limit``."""
+        s = self._state.get(id(scheduler))
+        if s is None or s[0] is not scheduler:
+            s = self._state[id(scheduler)] = (scheduler, *_positions(scheduler, self.live))
+        _, live, out, names = s
+        members = [*node1.get_nodes(), *node2.get_nodes()]
+        start = min(m.min_order for m in members)
+        end = max(m.max_order for m in members)
+        own = _early(members, start, out)  # bytes allocated ahead of where they stood: (from, to, bytes)
+        for m in _moved_up(scheduler, members, start, end):
+            own.extend(_early(list(m.get_nodes()), start, out, moved=True))
+        # the kernels fused before, standing in the range: what they allocate ahead is held there too
+        others = [e for group in _fused_within(scheduler, names, start, end, (node1, node2))
+                  for e in _early(list(group.get_nodes()), group.min_order, out)]
+        mine, held = _spread(own, start, end), _spread(others, start, end)
+        for i, add in enumerate(mine):
+            walked = live.get(start + i)
+            if walked is not None and add > 0 and walked + add + held[i] > self.limit:
+                self.vetoed += 1
+                return False
+        return True
+
+
+def _positions(scheduler: Any, walked: dict[str, float]) -> tuple[dict, dict, dict]:
+    """Per scheduler position (``min_order`` of each unfused node): the walk's live bytes (the
+    most over the node's fx origins; absent where none was walked), its outputs' bytes and its name."""
+    sizes = _sizes(scheduler)
+    live: dict[int, float] = {}
+    out: dict[int, float] = {}
+    names: dict[int, str] = {}
+    for group in scheduler.nodes:
+        for m in group.get_nodes():
+            origins = getattr(getattr(m, "node", None), "origins", None) or ()
+            seen = [walked[o.name] for o in origins if getattr(o, "name", None) in walked]
+            if seen:
+                live[m.min_order] = max(seen)
+            names[m.min_order] = m.get_name()
+            out[m.min_order] = float(sum(sizes.get(b.get_name(), 0) for b in m.get_outputs()))
+    return live, out, names
+
+
+def _sizes(scheduler: Any) -> dict[str, int]:
+    """Bytes each of the scheduler's buffers allocates when it is made (inductor's own account)."""
+    from torch._inductor.memory import compute_size_for_scheduler_buffer
+
+    return {name: alloc for name, (alloc, _) in compute_size_for_scheduler_buffer(scheduler.name_to_buf).items()}
+
+
+def _spread(early: list[tuple[int, int, float]], start: int, end: int) -> list[float]:
+    """Bytes held at each position of ``start..end``: each (from, to, bytes) from ``from`` up to
+    (not at) ``to``, where the walk already counts them."""
+    extra = [0.0] * (end - start + 1)
+    for frm, to, b in early:
+        for i in range(max(frm, start), min(to, end + 1)):
+            extra[i - start] += b
+    return extra
+
+
+def _early(members: list[Any], start: int, out: dict[int, float],
+           moved: bool = False) -> list[tuple[int, int, float]]:
+    """(from, to, bytes): the outputs of ``members``, fused into a kernel run at ``start``, that are
+    allocated there, before their own position (``moved``: every member's)."""
+    return [(start, m.min_order, out.get(m.min_order, 0.0)) for m in members if moved or m.min_order > start]
+
+
+def _fused_within(scheduler: Any, names: dict[int, str], start: int, end: int, besides: tuple) -> list[Any]:
+    """The groups of several kernels, other than ``besides``, with a member in ``start..end``
+    (``names``: the unfused node at each position)."""
+    found: dict[int, Any] = {}
+    skip = {id(b) for b in besides}
+    for q in range(start, end + 1):
+        group = scheduler.name_to_fused_node.get(names.get(q, ""))
+        if group is not None and id(group) not in skip and len(group.get_nodes()) > 1:
+            found[id(group)] = group
+    return list(found.values())
+
+
+def _moved_up(scheduler: Any, members: list[Any], start: int, end: int) -> list[Any]:
+    """The kernels standing between ``start`` and ``end`` that the members read, directly or
+    through one another: the fused kernel runs at ``start``, so they run before it."""
+    inside = {m.get_name() for m in members}
+    found: dict[str, Any] = {}
+    todo = list(members)
+    while todo:
+        node = todo.pop()
+        for dep in node.unmet_dependencies:
+            buf = scheduler.name_to_buf.get(dep.name)
+            if buf is None:
+                continue
+            op = buf.defining_op_name()
+            if op in inside or op in found:
+                continue
+            group = scheduler.name_to_fused_node.get(op)
+            if group is None or not start < group.min_order <= end:
+                continue
+            found[op] = group
+            todo.extend(group.get_nodes())
+    unique = {id(g): g for g in found.values()}
+    return list(unique.values())
+
+
+def attach(forward: fx.GraphModule, backward: fx.GraphModule, traces: dict[str, Any], peak: float) -> None:
+    """Give each graph the guard of its walk (``codepeak.code_peak``'s ``traces``): no fusion raises
+    the step's peak above ``peak``, the predicted one (the backward's walk counts without the
+    ``user`` bytes the caller holds)."""
+    forward.meta[KEY] = Guard(dict(traces["forward"]), peak)
+    backward.meta[KEY] = Guard(dict(traces["backward"]), peak - traces["user"])
+
+
+def of(gm: fx.GraphModule) -> Guard | None:
+    """The guard of a graph remat planned, if any."""
+    return gm.meta.get(KEY)
