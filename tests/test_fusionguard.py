@@ -117,3 +117,15 @@ def test_remats_inductor_code_peaks_at_the_walks_prediction(fraction):
     assert 0.99 * rep["predicted_peak"] <= measured <= 1.005 * rep["predicted_peak"]
     assert measured <= budget
     torch._dynamo.reset()
+
+
+def test_a_guard_forgets_the_scheduler_when_the_compile_ends(monkeypatch):
+    """The guard lives in the graph's metadata as long as the compiled code; what it learnt of a
+    compile's scheduler (the scheduler itself among it) is dropped when that compile ends."""
+    a, b = Node("a", 0), Node("b", 1)
+    sched = _schedule([a, b], {"a": 1, "b": 1}, monkeypatch)
+    guard = fusionguard.Guard({"a": 1.0, "b": 1.0}, limit=10.0)
+    with fusionguard.compiling(guard):
+        assert guard.allows(sched, a, b)
+        assert guard._state
+    assert not guard._state

@@ -160,7 +160,7 @@ def inner_compile() -> Callable[..., Any]:
         part = "backward" if kwargs.get("is_backward") else "forward"
         guard = fusionguard.of(args[0])
         with progress.task(f"inductor: compiling the {part} graph"), V.set_choices_handler(_choices(guard)), \
-                fixed(), _kernel_per_call(), _keyed():
+                fixed(), _kernel_per_call(), _keyed(), fusionguard.compiling(guard):
             compiled = compile_fx_inner(*args, **kwargs)
         gm, rest = args[0], args[1:]
         if tangents.ORIGINAL not in gm.meta:

@@ -24,8 +24,9 @@ one the walk judged wherever its peak is decided.
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import torch.fx as fx
 
@@ -150,6 +151,17 @@ def attach(forward: fx.GraphModule, backward: fx.GraphModule, traces: dict[str, 
     ``user`` bytes the caller holds)."""
     forward.meta[KEY] = Guard(dict(traces["forward"]), peak)
     backward.meta[KEY] = Guard(dict(traces["backward"]), peak - traces["user"])
+
+
+@contextlib.contextmanager
+def compiling(guard: Guard | None) -> Iterator[None]:
+    """A compile judged by ``guard``: what it learnt of the compile's scheduler (positions, sizes,
+    the scheduler itself) is dropped when the compile ends, not kept with the graph."""
+    try:
+        yield
+    finally:
+        if guard is not None:
+            guard._state.clear()
 
 
 def of(gm: fx.GraphModule) -> Guard | None:
