@@ -26,7 +26,7 @@ from .. import heap, progress
 from ..errors import InfeasibleError, RematError
 from ..plan import Plan
 from ..simulate import Simulation
-from . import batchnorm, fusedcost, fusionguard, tangents
+from . import batchnorm, costs, fusedcost, fusionguard, tangents
 from .chain import with_tail, without_tail
 from .codepeak import CodePeak, code_peak
 from .batchnorm import update_statistics_in_place
@@ -40,7 +40,8 @@ CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a r
                      # 0.5% let ViT bf16 at SAC's peak measure 0.3% over it where a plan within it recomputed 0.2% more)
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
 ROOM = 0.05          # room under the budget (fraction) the eager code's judged search is run for (3 s at most)
-FUSED_MARGIN = 0.03  # aside for what the fused walk does not model (CPU: within 0.5% since ``fusionguard``)
+FUSED_MARGIN = 0.03  # aside for what the fused walk does not model: on a GPU (not measured since ``fusionguard``)
+FUSED_MARGIN_CPU = 0.01  # on the CPU: every held-out plan measured at 0.997-1.000 of its walk since ``fusionguard``
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
 SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
@@ -142,6 +143,7 @@ class Planner:
         self.planned: list[Planned] = []
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
         self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
+        self._margin = FUSED_MARGIN  # this call's aside for the fused walk (``FUSED_MARGIN_CPU`` on the CPU)
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
@@ -236,6 +238,8 @@ class Planner:
                    device=self.device, statistics=not inductor)
         graph = jg.graph
         graph.pinned = jg.pinned  # always kept: generator states (draws are replayed), unreplayable draws
+        device = next(filter(None, map(costs.node_device, jg.node_of.values())), None)
+        self._margin = FUSED_MARGIN_CPU if device is not None and device.type == "cpu" else FUSED_MARGIN
         vanilla = vanilla_peak(graph)
         notes: list[str] = []
         if self.plan is not None and not self.planned:
@@ -326,7 +330,7 @@ class Planner:
         from ..optimize import BudgetError, plan_within
 
         def fits(code: CodePeak) -> float:  # bytes over the target (negative: room left)
-            margin = 1 + FUSED_MARGIN if self._fused else 1  # inductor's own scheduling of what it recomputes
+            margin = 1 + self._margin if self._fused else 1  # inductor's own scheduling of what it recomputes
             return max(code.peak * margin, code.after_forward + tail) - target
 
         fused = self._judged_selective(jg, pg, target, tail) if self._fused else None
@@ -580,14 +584,14 @@ class Planner:
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
         (with auto or selective), the solver's floor plan's fused code, and ``codes`` (plans
-        already split), each with ``FUSED_MARGIN``: each of them is planned again at any budget
-        above it (the search meets its floor; ``_below`` tries the solver's floor). Every plan's
-        code seen while planning is not: named, the least of those was refused again (a tiny HF
-        ResNet on one thread)."""
+        already split), each with the fused walk's margin (``FUSED_MARGIN``): each of them is
+        planned again at any budget above it (the search meets its floor; ``_below`` tries the
+        solver's floor). Every plan's code seen while planning is not: named, the least of those
+        was refused again (a tiny HF ResNet on one thread)."""
         from ..solvers import selective
 
         def need(code: CodePeak) -> float:
-            return max(code.peak * (1 + FUSED_MARGIN), code.after_forward + tail)
+            return max(code.peak * (1 + self._margin), code.after_forward + tail)
 
         low = min((need(c) for c in codes), default=float("inf"))
         if self.solver in ("auto", "selective"):
@@ -601,9 +605,9 @@ class Planner:
 
     def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
         """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its code
-        needs of the budget: its peak (fused code: with ``FUSED_MARGIN``), or its forward's
+        needs of the budget: its peak (fused code: with the margin, ``FUSED_MARGIN``), or its forward's
         leftovers plus ``tail``."""
-        margin = 1 + FUSED_MARGIN if self._fused else 1
+        margin = 1 + self._margin if self._fused else 1
         seen = self._judged.setdefault((id(jg), tail, margin), {})  # this call's: a search for the floor
         # after one for the budget judges the same prefixes (a ResNet-152's refused channels-last plan: 40 s)
 
