@@ -80,6 +80,33 @@ class ResidualNet(nn.Module):
         return self.head(x)
 
 
+class MLPBlock(nn.Module):
+    """A residual MLP block: the unit FSDP2 shards, and torch.compile compiles, one by one."""
+
+    def __init__(self, inner: int = 256) -> None:
+        super().__init__()
+        self.norm, self.up, self.down = nn.LayerNorm(64), nn.Linear(64, inner), nn.Linear(inner, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.nn.functional.gelu(self.up(self.norm(x))))
+
+
+class MLPBlocks(nn.Module):
+    """``MLPBlock``s (three alike by default) between an input and an output projection (16 -> 64 -> 4
+    features)."""
+
+    def __init__(self, inners: tuple[int, ...] = (256, 256, 256)) -> None:
+        super().__init__()
+        self.inp, self.out = nn.Linear(16, 64), nn.Linear(64, 4)
+        self.blocks = nn.ModuleList(MLPBlock(n) for n in inners)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.inp(x)
+        for block in self.blocks:
+            x = block(x)
+        return self.out(x)
+
+
 def build_cnn(batch: int = 4) -> tuple[nn.Module, Any]:
     torch.manual_seed(0)
     return SkipCNN(), (torch.randn(batch, 3, 12, 12),)

@@ -6,7 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from remat import Graph, schedule, simulate
-from remat.compiled.chain import TAIL, Slot, held_before, tail_bytes, with_tail, without_tail
+from remat.compiled.chain import (TAIL, Recorder, Slot, Swappable, held_before, step_peak, tail_bytes, with_tail,
+                                  without_tail)
 from remat.runtime import _executed
 
 from strategies import dags
@@ -47,3 +48,53 @@ def test_tail_bytes_are_what_the_graphs_after_need_on_top():
     assert tail_bytes(chain, 0) == max(7, 5 + 4)   # graph 2 runs while graph 1 holds 5
     assert tail_bytes(chain, 1) == 4
     assert tail_bytes(chain, 2) == 0
+
+
+def test_step_peak_counts_each_call_of_a_repeated_graph():
+    a, b = Slot(0, False, after=6, need=10), Slot(1, False, after=1, need=4)
+    assert step_peak([a]) == 10
+    assert step_peak([a, a, a]) == 6 + 6 + 10     # the third call runs while two hold their leftovers
+    assert step_peak([b, a, a, b]) == max(10 + 1, 1 + 6 + 10, 1 + 12 + 4)
+
+
+class _Out:
+    """An output tensor's stand-in: requires grad, and keeps the hook its backward would call."""
+
+    requires_grad = True
+    grad_fn = object()
+
+    def __init__(self) -> None:
+        self.hooks: list = []
+
+    def register_hook(self, hook):
+        self.hooks.append(hook)
+
+
+def test_the_recorder_hands_over_the_calls_before_the_first_backward():
+    got: list = []
+    rec = Recorder(got.append)
+    a, b = Slot(0, False), Slot(1, False)
+    calls = [Swappable(lambda: (_Out(),), slot=s, record=rec.called) for s in (a, b)]
+    outs = [calls[0](), calls[1](), calls[1]()]
+    inference = Swappable(lambda: (1.0,), slot=a, record=rec.called)()  # no gradient: not part of a step
+    assert inference == (1.0,) and not got
+    outs[-1][0].hooks[0](None)  # the backward reaches the last call's output
+    assert got == [[a, b, b]] and rec.finished
+    assert all(len(o[0].hooks) == 1 for o in outs)
+    calls[0]()  # later steps are not recorded
+    outs[0][0].hooks[0](None)
+    assert got == [[a, b, b]]
+
+
+def test_the_recorder_tells_inputs_made_outside_the_graphs():
+    """An input whose gradient function is not a compiled graph's came from eager autograd code,
+    whose memory no plan sees."""
+    import torch
+
+    rec = Recorder(lambda calls: None)
+    from_graph = _Out()
+    from_graph.grad_fn = type("CompiledFunctionBackward", (), {})()
+    rec.called(Slot(0, False), (_Out(),), (torch.ones(2), from_graph))
+    assert not rec.eager_inputs
+    rec.called(Slot(0, False), (_Out(),), (torch.ones(2, requires_grad=True) * 2,))  # MulBackward0
+    assert rec.eager_inputs

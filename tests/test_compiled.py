@@ -437,6 +437,105 @@ def test_backend_byte_budget_after_a_graph_break_says_why_it_cannot_fit():
     torch._dynamo.reset()
 
 
+def _per_block(budget: Any, compiler: str = "eager", inners: tuple[int, ...] = (256, 256, 256)
+               ) -> tuple[nn.Module, Any]:
+    """``MLPBlocks`` with each block compiled with one backend: dynamo compiles the block's forward
+    once, and the one graph runs three times a step (as under FSDP2's per-block hooks); blocks of
+    different widths make a graph each, each compiled as a step of its own."""
+    from models import MLPBlocks
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model = MLPBlocks(inners)
+    be = remat.backend(budget=budget, solver="auto", compiler=compiler)
+    for block in model.blocks:
+        block.compile(backend=be)
+    return model, be
+
+
+def _block_step(model: nn.Module, x: torch.Tensor) -> None:
+    model(x).square().mean().backward()
+
+
+def test_backend_byte_budget_holds_for_a_graph_run_per_layer():
+    """A block compiled once and run per layer holds its forward's leftovers once per call: the
+    first step records the calls, and a byte budget the step then exceeds has the block planned
+    again so that all three calls fit; gradients stay eager's at every step."""
+    from models import MLPBlocks
+
+    x = torch.randn(256, 16)
+    torch.manual_seed(0)
+    ref = MLPBlocks()
+    vanilla = measure(lambda: _block_step(ref, x), method="profiler").peak
+    budget = int(0.75 * vanilla)
+    plain, probe = _per_block("100%")
+    _block_step(plain, x)
+    (alone,) = probe.report
+    assert alone["calls_per_step"] == 3
+    # planned per call, the plain plan's three calls would not fit
+    assert 2 * alone["after_forward"] + alone["predicted_peak"] > budget
+    model, be = _per_block(budget)
+    for step in range(3):
+        model.zero_grad(), ref.zero_grad()
+        _block_step(model, x)
+        _block_step(ref, x)
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    (g,) = be.report
+    assert g["calls_per_step"] == 3 and g["recomputed_ops"] > 0
+    assert "planned again so that the step's calls fit" in g["replans"][-1]
+    assert be.step_peak <= budget
+    # the input projection runs eagerly: its output, block 0's input, is held outside the graphs
+    outside = x.shape[0] * model.inp.out_features * 4
+    assert measure(lambda: _block_step(model, x), method="profiler").peak <= budget + outside
+    torch._dynamo.reset()
+
+
+def test_backend_byte_budget_below_a_repeated_graphs_floor_warns():
+    """Below what the repeated block's floor plan needs over its three calls: that plan runs, and the
+    warning names the repetition, the bytes needed, and what to do."""
+    x = torch.randn(256, 16)
+    plain, probe = _per_block("100%")
+    _block_step(plain, x)
+    model, be = _per_block(int(probe.report[0]["vanilla_predicted_peak"]))  # one call fits, three do not
+    _block_step(model, x)
+    with pytest.warns(UserWarning, match=r"runs 3 times a step .* even at its floor .* raise the budget"):
+        _block_step(model, x)
+    (g,) = be.report
+    assert "at its floor" in g["replans"][-1]
+    torch._dynamo.reset()
+
+
+def test_backend_byte_budget_holds_for_graphs_compiled_as_steps_of_their_own():
+    """Blocks of three widths compiled one by one: three graphs, none ending at a graph break, so each
+    is first planned within the whole budget. The first step shows they need more together; the
+    second runs them at their floors; the third has each planned again, in call order, within what
+    the ones before it hold and leaving what the ones after need. Gradients stay eager's."""
+    from models import MLPBlocks
+
+    inners = (192, 256, 320)
+    x = torch.randn(256, 16)
+    torch.manual_seed(0)
+    ref = MLPBlocks(inners)
+    budget = int(0.75 * measure(lambda: _block_step(ref, x), method="profiler").peak)
+    model, be = _per_block(budget, inners=inners)
+    for step in range(4):
+        model.zero_grad(), ref.zero_grad()
+        _block_step(model, x)
+        _block_step(ref, x)
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+        if step == 0:
+            assert sum(g["after_forward"] for g in be.report[:2]) + be.report[2]["predicted_peak"] > budget
+    assert len(be.report) == 3 and all(g["calls_per_step"] == 1 for g in be.report)
+    for i, g in enumerate(be.report):
+        assert g["replans"][-1].startswith(f"planned again as call {i} of the step's 3")
+        assert not g["provisional"]
+    assert be.step_peak <= budget
+    # the input projection runs eagerly: its output, block 0's input, is held outside the graphs
+    outside = x.shape[0] * model.inp.out_features * 4
+    assert measure(lambda: _block_step(model, x), method="profiler").peak <= budget + outside
+    torch._dynamo.reset()
+
+
 def test_a_model_returning_a_loss_is_planned_for_the_loss_alone():
     """HF GPT-2 given labels: logits come back without a gradient path, so the backward takes no
     logits-sized zeros gradient (the measured peak is the code's own prediction, no higher than

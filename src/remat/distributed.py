@@ -24,6 +24,13 @@ FSDP2 (``torch.distributed.fsdp.fully_shard``):
   FSDP2 modules raises, and a planned step that finds sharded (DTensor) parameters raises.
 - ``remat.optimize(fully_shard(model), ...)``: refused, with the order that works.
 
+FSDP2 per block under ``torch.compile(model, backend=remat.backend(...))`` (or each block compiled):
+dynamo breaks at every block's FSDP hooks and compiles the block's forward once, run per block (or a
+graph per block where blocks differ); the hooks gather and free parameters as in eager FSDP2, and the
+backend plans the block's graph for its calls in a step (``compiled.chain``). Gradients equal plain
+FSDP2's. A byte budget covers the compiled graphs: FSDP's gathered parameters and the eager code
+between blocks come on top.
+
 ``torch.compile`` with ``remat.backend``: ``DDP(torch.compile(model, backend=remat.backend(...)))``
 plans the model inside DDP. ``torch.compile(DDP(model), backend=...)`` is torch's own path
 (DDPOptimizer); with this torch build on the CPU it graph-breaks in DDP's forward and compiles no
@@ -80,6 +87,7 @@ def optimize_wrapped(model: nn.Module, optimize_inner: Callable[[nn.Module], nn.
         raise InputError(
             f"remat.optimize got a model sharded with FSDP ({where}): the planned step runs the whole model as "
             f"one traced function, so FSDP's per-module hooks (gather parameters, free them, reduce-scatter "
-            f"gradients) would not run. Optimize the plain model, then shard: {FSDP2_ORDER}. Per-block sharding "
-            f"inside a planned module is not supported")
+            f"gradients) would not run. Optimize the plain model, then shard: {FSDP2_ORDER}. For per-block "
+            f"sharding, compile instead: torch.compile(model, backend=remat.backend(budget=...)) plans each "
+            f"block's graph between FSDP's hooks")
     return None

@@ -8,14 +8,18 @@ run first, as they do for its own partitioner); ``compiler="eager"`` runs them a
 Python (AOTAutograd with remat's partition function). Budgets take the forms ``optimize`` takes;
 a percentage applies to each graph's own simulated vanilla peak; bytes hold for the whole step
 when graph breaks split it into several graphs (``chain``: the first step runs the graphs before
-a break at their floor, the next plans them again with room for the graphs after).
-``backend.report`` summarises each graph's current plan.
+a break at their floor, the next plans them again with room for the graphs after), and when one
+graph runs several times a step (a block compiled once and called per layer, as under FSDP2's
+per-block sharding: the first step's calls are recorded, and a repeated graph that takes the step
+over the budget is planned again within less). ``backend.report`` summarises each graph's current
+plan.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+from collections import Counter
 from typing import Any, Callable
 
 import torch
@@ -24,14 +28,16 @@ from .. import progress
 from ..budget import is_relative
 from ..errors import InfeasibleError, InputError
 from . import tangents
-from .chain import Slot, Swappable, ends_at_graph_break, held_before, tail_bytes
+from .chain import Recorder, Slot, Swappable, ends_at_graph_break, held_before, step_peak, tail_bytes
 from .costs import DEFAULT_COST
 from .dynamic import is_dynamic
 from .fusion import cache_key, config_patches, inner_compile
 from .jointgraph import total_cost
-from .partitioner import Planner
+from .partitioner import CODE_SLACK, Planner
 
 COMPILERS = ("inductor", "eager")
+REPEAT_GRID = 6       # a graph run several times a step: leftovers per call tried at 5/6, 4/6, ... of its plan's
+REPEAT_REFINE = 2     # ... then bisected this many times above the first that fits (each try a compile)
 
 
 class RematBackend:
@@ -45,6 +51,10 @@ class RematBackend:
         self.compiler = compiler
         self.slots: list[Slot] = []
         self._chain: list[Slot] = []   # the graphs of the step being compiled
+        self._recorder = Recorder(self._recorded)
+        self._calls: list[Slot] = []   # the graph calls of the first training step (``Recorder``)
+        self._warned_outside = False
+        self._made: dict[int, tuple] = {}  # id(slot) -> (its Swappable, graph, symbolic inputs, input gradient bytes)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         shared = not is_relative(self.planner.budget)  # bytes: one budget for every graph of the step
@@ -53,17 +63,20 @@ class RematBackend:
         slot = Slot(index=len(chain), breaks=ends_at_graph_break(gm))
         chain.append(slot)
         self.slots.append(slot)
+        if self._recorder.finished:  # a graph compiled after a recorded step (a recompile): record the next one
+            self._recorder = Recorder(self._recorded)
         back = _input_grad_bytes(example_inputs)
+        fakes = _symbolic_inputs(gm, example_inputs) if shared and is_dynamic(gm) else None
         if not shared:
-            return self._compile(gm, example_inputs, self.compiler, slot, back)
+            return self._wrap(slot, gm, fakes, back, self._compile(gm, example_inputs, self.compiler, slot, back))
         held = held_before(chain, slot.index)
         if not slot.breaks:
-            return self._compile(gm, example_inputs, self.compiler, slot, back, held=held, before=slot.index,
-                                 price=_price(chain[:slot.index]))
+            return self._wrap(slot, gm, fakes, back, self._compile(gm, example_inputs, self.compiler, slot, back,
+                                                                   held=held, before=slot.index,
+                                                                   price=_price(chain[:slot.index])))
         # more graphs follow, unseen yet: the first step runs this one at its floor (fx codegen,
         # cheap to make); once the rest is known it is planned for good (``chain``)
         slot.provisional = True
-        fakes = _symbolic_inputs(gm, example_inputs) if is_dynamic(gm) else None
         first = self._compile(gm, example_inputs, "eager", slot, back, held=held, before=slot.index, floor=True,
                               fused=False)
 
@@ -84,7 +97,166 @@ class RematBackend:
             slot.replans.append(f"planned again with {held:.0f} bytes held before it, {tail:.0f} after it")
             return fn
 
-        return Swappable(first, replan)
+        return self._wrap(slot, gm, fakes, back, first, replan)
+
+    def _wrap(self, slot: Slot, gm: torch.fx.GraphModule, fakes: list | None, back: float, fn: Callable,
+              replan: Callable[[list], Callable | None] | None = None) -> Swappable:
+        """The callable dynamo runs for ``slot``: its calls recorded for the first step, and kept
+        with what planning it again takes (``_recorded``)."""
+        made = Swappable(fn, replan, slot, self._record)
+        self._made[id(slot)] = (made, gm, fakes, back)
+        return made
+
+    def _record(self, slot: Slot, outputs: Any, inputs: Any) -> None:
+        if not self._recorder.finished:
+            self._recorder.called(slot, outputs, inputs)
+
+    def _recorded(self, calls: list[Slot]) -> None:
+        """The first step's graph calls, in order, once its backward starts. Each call holds its
+        forward's leftovers until its backward, so the step needs ``step_peak`` over them: more than
+        the chain planned for where one graph ran k > 1 times, or where graphs dynamo compiled as
+        steps of their own (the breaks between them in code around them, e.g. FSDP2's per-block
+        hooks) were each planned within the whole budget. Under a byte budget the step then exceeds,
+        one graph run k times is planned again on its next call (``_repeated``); several graphs are
+        first run at their floors for a step, then planned again for good in call order, as a chain
+        of graph breaks is (``_floors_recorded``)."""
+        self._calls = calls
+        times = Counter(id(s) for s in calls)
+        slots = list({id(s): s for s in calls}.values())
+        for s in slots:
+            s.calls = times[id(s)]
+            if s.calls > 1 and s.planned is not None and is_relative(self.planner.budget):
+                s.planned.notes.append(f"runs {s.calls} times a step (a block compiled once, called per layer): the "
+                                       f"percentage applies to one call's peak; a byte budget bounds the whole step")
+        if is_relative(self.planner.budget) or any(s.planned is None for s in slots):
+            return
+        from ..optimize import parse_budget
+
+        budget = parse_budget(self.planner.budget, 1.0)
+        if self._recorder.eager_inputs and not self._warned_outside:
+            self._warned_outside = True
+            warnings.warn(
+                f"remat: a byte budget ({budget:.0f} bytes) covers the graphs torch.compile hands remat; here a "
+                f"graph's input comes from code run outside them (eager layers, such as an embedding, or blocks compiled one "
+                f"by one with a head left eager), whose memory comes on top. Compile the whole model, or lower the "
+                f"budget by what that code holds", stacklevel=2)
+        if len(calls) < 2:
+            return
+        if step_peak(calls) <= budget * (1 + CODE_SLACK) or any(s.provisional for s in slots):
+            return  # (a provisional graph is planned again for its chain on its next call)
+        if len(slots) == 1:
+            self._made[id(slots[0])][0].replan_with(functools.partial(self._repeated, slots[0], calls, budget))
+            return
+        for s in slots:
+            s.first_after = s.after
+            self._made[id(s)][0].replan_with(functools.partial(self._at_floor, s))
+        self._recorder = Recorder(functools.partial(self._floors_recorded, budget))
+
+    def _at_floor(self, slot: Slot, args: list) -> Callable:
+        """``slot``'s graph at its floor, as fx-generated code (cheap to make), for one step."""
+        _, gm, fakes, back = self._made[id(slot)]
+        slot.provisional = True
+        return self._compile(gm, fakes or args, "eager", slot, back, floor=True, fused=False)
+
+    def _floors_recorded(self, budget: float, calls: list[Slot]) -> None:
+        """The step run with every graph at its floor: each planned again for good on its next call,
+        in call order: within what the calls before it hold, leaving what those after it need at
+        their floors (``_for_good``; ``_repeated`` for a graph run several times)."""
+        slots = list({id(s): s for s in calls}.values())
+        if step_peak(calls) > budget * (1 + CODE_SLACK):
+            warnings.warn(f"remat: the step's {len(slots)} graphs ({len(calls)} calls) need {step_peak(calls):.0f} "
+                          f"bytes even at their floors, over the budget of {budget:.0f}: they keep their floor plans. "
+                          f"Raise the budget to at least that, or give a percentage (each graph's own peak)",
+                          stacklevel=2)
+            for s in slots:
+                s.replans.append(f"at its floor: the step's graphs need {step_peak(calls):.0f} bytes there")
+            return
+        for s in slots:
+            again = self._repeated if s.calls > 1 else self._for_good
+            self._made[id(s)][0].replan_with(functools.partial(again, s, calls, budget))
+
+    def _for_good(self, slot: Slot, calls: list[Slot], budget: float, args: list) -> Callable:
+        """``slot``'s graph (run once a step) planned with the real compiler within what the calls
+        before it hold, leaving what those after it need while its leftovers live (``chain``)."""
+        _, gm, fakes, back = self._made[id(slot)]
+        at = next(i for i, c in enumerate(calls) if c is slot)
+        held, tail = held_before(calls, at), tail_bytes(calls, at)
+        before = (slot.planned, slot.after, slot.need)
+        try:  # (the input gradients it hands back count with what is held: ``step_peak`` counts them)
+            fn = self._compile(gm, fakes or args, self.compiler, slot, back, held=held + back, before=at, tail=tail)
+        except InfeasibleError as e:
+            slot.planned, slot.after, slot.need = before
+            slot.replans.append(f"keeps its floor: {type(e).__name__}: {e}")
+            warnings.warn(f"remat: graph call {at} of the step keeps its floor plan: planning it within {held:.0f} "
+                          f"bytes held before it and {tail:.0f} needed after it failed: {e}", stacklevel=2)
+            return self._made[id(slot)][0].fn
+        slot.provisional = False
+        slot.replans.append(f"planned again as call {at} of the step's {len(calls)}: {held:.0f} bytes held before "
+                            f"it, {tail:.0f} needed after it")
+        return fn
+
+    def _repeated(self, slot: Slot, calls: list[Slot], budget: float, args: list) -> Callable:
+        """``slot``'s graph planned again so that the step's calls fit ``budget`` (``step_peak``).
+
+        Run k times, the step needs about (k - 1) A + N: A what one call's forward leaves, N its
+        own peak. A plan within B - (k - 1) a whose forward leaves at most a (a tail of B - k a
+        after its forward: ``chain.with_tail``) fits. Both bounds bind, from either side, so a is
+        tried downwards from the current plan's leftovers on a grid (each try a compile), and the
+        first that fits refined by bisection; the plan of least recomputation that fits is kept,
+        the floor plan among them. Where none fits, the floor, with a warning."""
+        _, gm, fakes, back = self._made[id(slot)]
+        inputs = fakes or args
+        k = slot.calls
+        high = min(max(slot.after, slot.first_after), budget / k)  # (after a step at its floor: the plan before)
+        fitting: list[tuple] = []
+
+        def attempt(**plan: Any) -> tuple | None:
+            try:
+                fn = self._compile(gm, inputs, self.compiler, slot, back, before=k - 1, **plan)
+            except InfeasibleError:
+                return None
+            got = (fn, step_peak(calls), (slot.planned, slot.after, slot.need))
+            if got[1] <= budget * (1 + CODE_SLACK):
+                fitting.append(got)
+            return got
+
+        def tried(a: float) -> bool:  # whether a plan leaving at most ``a`` a call fits
+            got = attempt(held=(k - 1) * a, tail=budget - k * a)
+            return got is not None and got[1] <= budget * (1 + CODE_SLACK)
+
+        slot.provisional = False
+        with progress.task(f"remat.backend: graph {slot.index} runs {k} times a step: planning it again so that "
+                           f"the step fits {budget:.0f} bytes"):
+            floor = attempt(floor=True)
+            above = high
+            for i in range(1, REPEAT_GRID):
+                a = high * (1 - i / REPEAT_GRID)
+                if tried(a):
+                    for _ in range(REPEAT_REFINE):  # between the fitting a and the one above it
+                        mid = (a + above) / 2
+                        if tried(mid):
+                            a = mid
+                        else:
+                            above = mid
+                    break
+                above = a
+        if not fitting:
+            if floor is None:
+                raise InfeasibleError(f"remat: graph {slot.index} runs {k} times a step and cannot be planned again "
+                                      f"at its floor")
+            fn, peak, (slot.planned, slot.after, slot.need) = floor
+            warnings.warn(
+                f"remat: graph {slot.index} runs {k} times a step (a block compiled once, called per layer), and even "
+                f"at its floor the step needs {peak:.0f} bytes, over the budget of {budget:.0f}: raise the budget to "
+                f"at least that, or give a percentage (each call's own peak)", stacklevel=2)
+            slot.replans.append(f"runs {k} times a step: at its floor, the step needs {peak:.0f} bytes, over the "
+                                f"budget")
+            return fn
+        fn, peak, (slot.planned, slot.after, slot.need) = min(
+            fitting, key=lambda got: got[2][0].prediction.recompute_cost)
+        slot.replans.append(f"runs {k} times a step: planned again so that the step's calls fit the budget (step "
+                            f"peak {peak:.0f} of {budget:.0f} bytes, {slot.after:.0f} left by each call's forward)")
+        return fn
 
     def _compile(self, gm: torch.fx.GraphModule, inputs: list, compiler: str, slot: Slot, back: float,
                  **plan: Any) -> Callable:
@@ -157,11 +329,18 @@ class RematBackend:
         return fn
 
     @property
+    def step_peak(self) -> float | None:
+        """The predicted peak of a training step over its graphs' calls, with their current plans
+        (``chain.step_peak``; None before the first step's backward)."""
+        return step_peak(self._calls) if self._calls else None
+
+    @property
     def report(self) -> list[dict[str, Any]]:
         """One summary per graph compiled, of its current plan (solver, budget, predicted peak,
         recompute fraction, ``recompute_time``: predicted seconds of the code's recomputation; with
         graph breaks, what it holds and leaves room for)."""
-        return [{**s.planned.summary(), "replans": list(s.replans)} for s in self.slots if s.planned is not None]
+        return [{**s.planned.summary(), "replans": list(s.replans), "calls_per_step": s.calls}
+                for s in self.slots if s.planned is not None]
 
 
 def _convolutions(gm: torch.fx.GraphModule) -> bool:

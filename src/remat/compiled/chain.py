@@ -32,6 +32,14 @@ Graphs are re-planned in call order (0 first), so each one's re-plan sees the fi
 those before it; each reserved room for the floors of those after it, so every later re-plan
 still fits. Recompiles (a new input shape) start a new chain: the graphs of one step are those
 compiled one after another, each but the last ending at a graph break.
+
+One graph can run several times a step: a block compiled once and called per layer, as dynamo
+does when a loop over blocks breaks (FSDP2's per-block hooks break it at every block). Each call
+holds its forward's leftovers until its backward, so the step needs ``step_peak`` over the calls
+in order, which compiling cannot see. The first step's calls are recorded (``Recorder``: up to
+the first backward); where a graph run k times makes the step peak over a byte budget, it is
+planned again within less (``backend``), so that its k - 1 earlier calls' leftovers and its own
+peak fit together.
 """
 
 from __future__ import annotations
@@ -42,6 +50,8 @@ from typing import Any, Callable
 from ..graph import Graph
 
 TAIL = "remat:after-this-graph"   # the planning node standing for the graphs that follow
+COMPILED = "CompiledFunctionBackward"  # the grad_fn of a compiled graph's outputs
+MAX_CALLS = 10_000  # graph calls recorded at most before a backward (``Recorder``)
 
 
 def with_tail(graph: Graph, tail: float) -> Graph:
@@ -80,6 +90,8 @@ class Slot:
     provisional: bool = False           # planned at its floor, to be planned again when the rest is known
     planned: Any = None                 # partitioner.Planned of the current plan
     replans: list[str] = field(default_factory=list)  # what happened when it was planned again
+    calls: int = 1                      # times it ran in the first step (``Recorder``)
+    first_after: float = 0.0            # ``after`` of its plan before a step at its floor (``backend``)
 
 
 def held_before(chain: list[Slot], i: int) -> float:
@@ -97,17 +109,70 @@ def tail_bytes(chain: list[Slot], i: int) -> float:
     return tail
 
 
-class Swappable:
-    """The callable dynamo runs for one graph: the provisional code until the graphs after it are
-    known, then (once) the code planned for good (``replan``)."""
+def step_peak(calls: list[Slot]) -> float:
+    """The most a step needs, its graphs' calls in order (a graph run k times appears k times):
+    while each runs, every earlier call holds its forward's leftovers."""
+    held, peak = 0.0, 0.0
+    for s in calls:
+        peak = max(peak, held + s.need)
+        held += s.after
+    return peak
 
-    def __init__(self, fn: Callable, replan: Callable[[list], Callable | None]) -> None:
+
+class Recorder:
+    """The graphs' calls of a training step, in order: recorded until the first backward reaches
+    a recorded call's outputs, then handed to ``done``. ``eager_inputs``: a call's input came
+    from autograd outside the compiled graphs (eager code before it, or between graphs), whose
+    memory no plan sees."""
+
+    def __init__(self, done: Callable[[list[Slot]], None]) -> None:
+        self.calls: list[Slot] = []
+        self.finished = False
+        self.eager_inputs = False
+        self._done = done
+
+    def called(self, slot: Slot, outputs: Any, inputs: Any = ()) -> None:
+        if self.finished:
+            return
+        outs = [o for o in (outputs if isinstance(outputs, (list, tuple)) else (outputs,))
+                if getattr(o, "requires_grad", False) and getattr(o, "grad_fn", None) is not None]
+        if not outs:  # an inference call (no_grad, eval): not part of a training step
+            return
+        if len(self.calls) >= MAX_CALLS:  # no backward reached the outputs of so many calls: stop looking
+            self.finished = True
+            return
+        self.calls.append(slot)
+        self.eager_inputs = self.eager_inputs or any(
+            getattr(a, "grad_fn", None) is not None and type(a.grad_fn).__name__ != COMPILED for a in inputs)
+        for out in outs:  # (whichever the loss reads: the first gradient to arrive ends the step's forward)
+            out.register_hook(self._backward)
+
+    def _backward(self, grad: Any) -> None:
+        if not self.finished:
+            self.finished = True
+            self._done(list(self.calls))
+
+
+class Swappable:
+    """The callable dynamo runs for one graph: its code, swapped (once) for code planned again
+    (``replan``, which returns None while it cannot plan yet); each call and its outputs told to
+    ``record``."""
+
+    def __init__(self, fn: Callable, replan: Callable[[list], Callable | None] | None = None,
+                 slot: Slot | None = None, record: Callable[[Slot, Any, Any], None] | None = None) -> None:
         self.fn = fn
-        self._replan: Callable[[list], Callable | None] | None = replan
+        self._replan = replan
+        self.slot, self.record = slot, record
+
+    def replan_with(self, replan: Callable[[list], Callable | None]) -> None:
+        self._replan = replan
 
     def __call__(self, *args: Any) -> Any:
         if self._replan is not None:
             fn = self._replan(list(args))
             if fn is not None:
                 self.fn, self._replan = fn, None
-        return self.fn(*args)
+        out = self.fn(*args)
+        if self.record is not None:
+            self.record(self.slot, out, args)
+        return out

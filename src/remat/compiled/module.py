@@ -179,7 +179,9 @@ def state_tensors(model: nn.Module, count: int) -> list[torch.Tensor]:
                 "remat: a parameter is a DTensor (sharded) when the planned step runs: FSDP2's fully_shard was "
                 "applied to a submodule of the optimized model, whose hooks the planned step does not call. "
                 "Apply fully_shard to the module remat.optimize returns, and to nothing inside it: "
-                "fully_shard(remat.optimize(model, ...))")
+                "fully_shard(remat.optimize(model, ...)); or, to shard per block, compile the plain model instead: "
+                "torch.compile(model, backend=remat.backend(budget=...)) plans each block's graph between FSDP's "
+                "hooks")
     return state
 
 
