@@ -137,9 +137,9 @@ class RematBackend:
             self._warned_outside = True
             warnings.warn(
                 f"remat: a byte budget ({budget:.0f} bytes) covers the graphs torch.compile hands remat; here a "
-                f"graph's input comes from code run outside them (eager layers, such as an embedding, or blocks compiled one "
-                f"by one with a head left eager), whose memory comes on top. Compile the whole model, or lower the "
-                f"budget by what that code holds", stacklevel=2)
+                f"graph's input comes from code run outside them (eager layers, such as an embedding, or blocks "
+                f"compiled one by one with a head left eager), whose memory comes on top. Compile the whole model, "
+                f"or lower the budget by what that code holds", stacklevel=2)
         if len(calls) < 2:
             return
         if step_peak(calls) <= budget * (1 + CODE_SLACK) or any(s.provisional for s in slots):
