@@ -33,7 +33,7 @@ from .costs import DEFAULT_COST
 from .dynamic import is_dynamic
 from .fusion import cache_key, config_patches, inner_compile
 from .jointgraph import total_cost
-from .partitioner import CODE_SLACK, Planner
+from .partitioner import CODE_SLACK, LEFTOVER, Planner
 
 COMPILERS = ("inductor", "eager")
 REPEAT_GRID = 6       # a graph run several times a step: leftovers per call tried at 5/6, 4/6, ... of its plan's
@@ -153,10 +153,11 @@ class RematBackend:
         self._recorder = Recorder(functools.partial(self._floors_recorded, budget))
 
     def _at_floor(self, slot: Slot, args: list) -> Callable:
-        """``slot``'s graph at its floor, as fx-generated code (cheap to make), for one step."""
+        """``slot``'s graph planned to leave the least after its forward (``LEFTOVER``: room for
+        the calls after it), as fx-generated code (cheap to make), for one step."""
         _, gm, fakes, back = self._made[id(slot)]
         slot.provisional = True
-        return self._compile(gm, fakes or args, "eager", slot, back, floor=True, fused=False)
+        return self._compile(gm, fakes or args, "eager", slot, back, floor=LEFTOVER, fused=False)
 
     def _floors_recorded(self, budget: float, calls: list[Slot]) -> None:
         """The step run with every graph at its floor: each planned again for good on its next call,
@@ -227,7 +228,7 @@ class RematBackend:
         slot.provisional = False
         with progress.task(f"remat.backend: graph {slot.index} runs {k} times a step: planning it again so that "
                            f"the step fits {budget:.0f} bytes"):
-            floor = attempt(floor=True)
+            floor = attempt(floor=LEFTOVER)
             above = high
             for i in range(1, REPEAT_GRID):
                 a = high * (1 - i / REPEAT_GRID)

@@ -36,6 +36,7 @@ from .jointgraph import JointGraph, build, total_cost
 from .split import Split, split
 
 CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the budget
+LEFTOVER = "leftover"  # ``floor=LEFTOVER``: the provisional plan that leaves the least after its forward
 CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a re-plan: nothing (a byte budget holds;
                      # 0.5% let ViT bf16 at SAC's peak measure 0.3% over it where a plan within it recomputed 0.2% more)
 LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
@@ -146,12 +147,13 @@ class Planner:
         self._margin = FUSED_MARGIN  # this call's aside for the fused walk (``FUSED_MARGIN_CPU`` on the CPU)
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
-                 before: int = 0, tail: float = 0.0, floor: bool = False, index: int | None = None,
+                 before: int = 0, tail: float = 0.0, floor: bool | str = False, index: int | None = None,
                  fused: bool | None = None, price: float = 0.0, fallback: bool = False,
                  **options: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Plan one joint graph. With a byte budget after graph breaks (``chain``): ``held`` bytes are
         held by the ``before`` graphs before it, ``tail`` bytes are needed by those after it while
-        its forward's leftovers live; ``floor``: plan at the solver's floor (provisional); ``index``:
+        its forward's leftovers live; ``floor``: plan at the solver's floor (provisional; ``LEFTOVER``:
+        the plan leaving the least after its forward, for graphs planned together later); ``index``:
         its place in the step (graph names); ``fused``: this call's code runs under inductor (default:
         the planner's ``fused``); ``price``: the graphs before it recompute about this much per byte
         they free, so a floor freeing bytes for less is taken whatever the budget (a loss graph after
@@ -223,7 +225,7 @@ class Planner:
         return fw, bw
 
     def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
-              tail: float, floor: bool, index: int | None, fused: bool | None, price: float,
+              tail: float, floor: bool | str, index: int | None, fused: bool | None, price: float,
               options: dict) -> tuple[fx.GraphModule, fx.GraphModule]:
         from ..optimize import BudgetError, parse_budget, plan_within, vanilla_peak
 
@@ -273,7 +275,13 @@ class Planner:
         whole = relative and parse_budget(self.budget, 1.0) >= 1.0 and self.planning_budget is None  # "100%"
         plain = vanilla if pg is graph else vanilla_peak(pg)  # the plain step's peak, tail included
         choice = None
-        if floor:
+        if floor == LEFTOVER:  # a tail above any peak: the end of the forward binds, the least left there
+            on = with_tail(graph, 2 * vanilla + 1)
+            choice = self._floor(on)
+            notes.append("provisional: planned to leave the least after its forward, until the step's graphs, "
+                         "recorded, are planned together")
+            steps, prediction, sp, code = self._split(jg, choice, on)
+        elif floor:
             choice = self._floor(graph)
             notes.append("provisional: planned at its floor until the graphs after this graph break are known")
             steps, prediction, sp, code = self._split(jg, choice)
@@ -314,7 +322,7 @@ class Planner:
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
-                                    tried=choice.tried, code=code, held=held, tail=tail, provisional=floor,
+                                    tried=choice.tried, code=code, held=held, tail=tail, provisional=bool(floor),
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         self._guard(jg, sp, code)
         return sp.forward, sp.backward
