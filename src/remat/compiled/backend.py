@@ -36,7 +36,7 @@ from .jointgraph import total_cost
 from .partitioner import CODE_SLACK, LEFTOVER, Planner
 
 COMPILERS = ("inductor", "eager")
-REPEAT_GRID = 6       # a graph run several times a step: leftovers per call tried at 5/6, 4/6, ... of its plan's
+REPEAT_GRID = 6       # a graph run several times a step: leftovers per call tried at a first guess, then 5/6, 4/6, ...
 REPEAT_REFINE = 2     # ... then bisected this many times above the first that fits (each try a compile)
 
 
@@ -202,16 +202,19 @@ class RematBackend:
         Run k times, the step needs about (k - 1) A + N: A what one call's forward leaves, N its
         own peak. A plan within B - (k - 1) a whose forward leaves at most a (a tail of B - k a
         after its forward: ``chain.with_tail``) fits. Both bounds bind, from either side, so a is
-        tried downwards from the current plan's leftovers on a grid (each try a compile), and the
-        first that fits refined by bisection; the plan of least recomputation that fits is kept,
-        the floor plan among them. Where none fits, the floor, with a warning."""
+        tried first at (B - N) / (k - 1) with the current plan's N, then downwards on a grid (each
+        try a compile), and the first that fits refined by bisection towards the one above it; the
+        plan of least recomputation that fits is kept. Where none fits, the plan that leaves the
+        least (``LEFTOVER``), with a warning."""
         _, gm, fakes, back = self._made[id(slot)]
         inputs = fakes or args
         k = slot.calls
         high = min(max(slot.after, slot.first_after), budget / k)  # (after a step at its floor: the plan before)
         fitting: list[tuple] = []
+        tries = [0]
 
         def attempt(**plan: Any) -> tuple | None:
+            tries[0] += 1
             try:
                 fn = self._compile(gm, inputs, self.compiler, slot, back, before=k - 1, **plan)
             except InfeasibleError:
@@ -226,12 +229,12 @@ class RematBackend:
             return got is not None and got[1] <= budget * (1 + CODE_SLACK)
 
         slot.provisional = False
+        guess = (budget - slot.need) / (k - 1)  # the current plan's own peak, its leftovers cut to fit
+        start = guess if 0 < guess < high else high * (1 - 1 / REPEAT_GRID)
         with progress.task(f"remat.backend: graph {slot.index} runs {k} times a step: planning it again so that "
                            f"the step fits {budget:.0f} bytes"):
-            floor = attempt(floor=LEFTOVER)
             above = high
-            for i in range(1, REPEAT_GRID):
-                a = high * (1 - i / REPEAT_GRID)
+            for a in [start * (1 - i / REPEAT_GRID) for i in range(REPEAT_GRID)]:
                 if tried(a):
                     for _ in range(REPEAT_REFINE):  # between the fitting a and the one above it
                         mid = (a + above) / 2
@@ -241,6 +244,7 @@ class RematBackend:
                             above = mid
                     break
                 above = a
+            floor = attempt(floor=LEFTOVER) if not fitting else None
         if not fitting:
             if floor is None:
                 raise InfeasibleError(f"remat: graph {slot.index} runs {k} times a step and cannot be planned again "
@@ -256,7 +260,8 @@ class RematBackend:
         fn, peak, (slot.planned, slot.after, slot.need) = min(
             fitting, key=lambda got: got[2][0].prediction.recompute_cost)
         slot.replans.append(f"runs {k} times a step: planned again so that the step's calls fit the budget (step "
-                            f"peak {peak:.0f} of {budget:.0f} bytes, {slot.after:.0f} left by each call's forward)")
+                            f"peak {peak:.0f} of {budget:.0f} bytes, {slot.after:.0f} left by each call's forward; "
+                            f"{tries[0]} plans compiled)")
         return fn
 
     def _compile(self, gm: torch.fx.GraphModule, inputs: list, compiler: str, slot: Slot, back: float,
