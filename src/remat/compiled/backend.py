@@ -8,11 +8,11 @@ run first, as they do for its own partitioner); ``compiler="eager"`` runs them a
 Python (AOTAutograd with remat's partition function). Budgets take the forms ``optimize`` takes;
 a percentage applies to each graph's own simulated vanilla peak; bytes hold for the whole step
 when graph breaks split it into several graphs (``chain``: the first step runs the graphs before
-a break at their floor, the next plans them again with room for the graphs after), and when one
-graph runs several times a step (a block compiled once and called per layer, as under FSDP2's
-per-block sharding: the first step's calls are recorded, and a repeated graph that takes the step
-over the budget is planned again within less). ``backend.report`` summarises each graph's current
-plan.
+a break at their floor, the next plans them again with room for the graphs after), and when the
+graphs a step runs are not that chain (a block compiled once and called per layer, or a graph per
+layer compiled as a step of its own, as under FSDP2's per-block sharding): the first step's calls
+are recorded, and graphs whose calls take the step over the budget are planned again together.
+``backend.report`` summarises each graph's current plan.
 """
 
 from __future__ import annotations
@@ -118,8 +118,9 @@ class RematBackend:
         steps of their own (the breaks between them in code around them, e.g. FSDP2's per-block
         hooks) were each planned within the whole budget. Under a byte budget the step then exceeds,
         one graph run k times is planned again on its next call (``_repeated``); several graphs are
-        first run at their floors for a step, then planned again for good in call order, as a chain
-        of graph breaks is (``_floors_recorded``)."""
+        first run for a step at the plans that leave the least after their forwards (``_at_floor``),
+        then planned again for good in call order, as a chain of graph breaks is
+        (``_floors_recorded``)."""
         self._calls = calls
         times = Counter(id(s) for s in calls)
         slots = list({id(s): s for s in calls}.values())
@@ -160,7 +161,7 @@ class RematBackend:
         return self._compile(gm, fakes or args, "eager", slot, back, floor=LEFTOVER, fused=False)
 
     def _floors_recorded(self, budget: float, calls: list[Slot]) -> None:
-        """The step run with every graph at its floor: each planned again for good on its next call,
+        """The step run with every graph at ``_at_floor``: each planned again for good on its next call,
         in call order: within what the calls before it hold, leaving what those after it need at
         their floors (``_for_good``; ``_repeated`` for a graph run several times)."""
         slots = list({id(s): s for s in calls}.values())

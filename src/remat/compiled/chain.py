@@ -36,10 +36,12 @@ compiled one after another, each but the last ending at a graph break.
 One graph can run several times a step: a block compiled once and called per layer, as dynamo
 does when a loop over blocks breaks (FSDP2's per-block hooks break it at every block). Each call
 holds its forward's leftovers until its backward, so the step needs ``step_peak`` over the calls
-in order, which compiling cannot see. The first step's calls are recorded (``Recorder``: up to
-the first backward); where a graph run k times makes the step peak over a byte budget, it is
-planned again within less (``backend``), so that its k - 1 earlier calls' leftovers and its own
-peak fit together.
+in order, which compiling cannot see. So can graphs that no graph break ends (a graph per
+layer, the breaks in the hooks around them): each was compiled as a step of its own. The first
+step's calls are recorded (``Recorder``: up to the first backward); where they need more than a
+byte budget together, the graphs are planned again (``backend``): one graph run k times so that
+its k - 1 earlier calls' leftovers and its own peak fit together; several graphs first each at
+the plan that leaves the least after its forward, then in call order, as a chain is above.
 """
 
 from __future__ import annotations
