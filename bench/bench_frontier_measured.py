@@ -96,7 +96,7 @@ def build(name: str, size: str, seed: int = 0) -> heldout.HeldOut:
     model, inputs = build_mistral(**kw)
     ids = inputs["input_ids"]
     cfg = {k: v for k, v in model.config.to_dict().items() if isinstance(v, (int, float, str, bool))}
-    blocks = tuple({type(m) for m in model.modules() if heldout._is_hf_layer(m)})
+    blocks = tuple({type(m) for m in model.modules() if heldout.is_hf_layer(m)})
     source = ("transformers MistralForCausalLM(MistralConfig(vocab_size=1000, hidden_size={hidden}, "
               "intermediate_size={intermediate}, num_hidden_layers={layers}, num_attention_heads=4, "
               "num_key_value_heads=2, sliding_window=None)) (bench/bench_frontier.py build_mistral)").format(**kw)

@@ -1,6 +1,7 @@
-"""The held-out HF Llama under FSDP2's usual layout (``fully_shard`` per decoder layer, then the
-model) and ``torch.compile``: plain FSDP2, torch.compile with inductor, and ``remat.backend`` at a
-percentage and at a byte budget. Two CPU processes on gloo; each rank its own batch.
+"""A held-out HF language model (Llama or GPT-2) under FSDP2's usual layout (``fully_shard`` per
+decoder layer, then the model) and ``torch.compile``: plain FSDP2, torch.compile with inductor,
+and ``remat.backend`` at a percentage and at a byte budget. Two CPU processes on gloo; each rank
+its own batch, dropout seeded alike for every method.
 
 Per method (rank 0's figures): the graphs dynamo made and how often each ran a step, gradients
 against plain FSDP2 after one step from the same weights (max over parameters of max|g - g_ref| /
@@ -9,7 +10,7 @@ max|g_ref|, full tensors), the measured peak of a step (CPU allocator replay, ``
 predicted peak over its graphs' calls (``backend.step_peak``), and the median step time over
 interleaved rounds against plain FSDP2.
 
-    PYTHONPATH=src .venv/bin/python bench/bench_fsdp.py --out bench/results/fsdp_cpu_<commit>
+    PYTHONPATH=src .venv/bin/python bench/bench_fsdp.py --model llama --dtype bf16 --out bench/results/fsdp_cpu_<commit>
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def _worker(rank: int, init: str, args: argparse.Namespace, out: str) -> None:
     from torch.distributed.fsdp import fully_shard
 
     mesh = init_device_mesh("cpu", (WORLD,))
-    held = heldout.build("llama", "cpu", args.size, seed=0)
+    held = heldout.build(args.model, "cpu", args.size, seed=0)
     dtype = torch.bfloat16 if args.dtype == "bf16" else None
     ids = torch.randint(0, held.model.config.vocab_size, held.inputs["input_ids"].shape,
                         generator=torch.Generator().manual_seed(100 + rank))
@@ -54,12 +55,13 @@ def _worker(rank: int, init: str, args: argparse.Namespace, out: str) -> None:
 
     def sharded() -> torch.nn.Module:
         m = copy.deepcopy(held.model)
-        for layer in m.model.layers:
+        for layer in [x for x in m.modules() if heldout.is_hf_layer(x)]:  # the decoder layers
             fully_shard(layer, mesh=mesh)
         return fully_shard(m, mesh=mesh)
 
     def step_of(m: Any) -> Any:
         def step() -> None:
+            torch.manual_seed(rank)  # the same dropout draws for every method
             with torch.autocast("cpu", dtype=dtype or torch.bfloat16, enabled=dtype is not None):
                 loss = m(input_ids=ids, labels=ids).loss
             loss.backward()
@@ -122,6 +124,7 @@ def _worker(rank: int, init: str, args: argparse.Namespace, out: str) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--model", default="llama", choices=("llama", "gpt2"))
     ap.add_argument("--size", default="cpu", help="heldout size: cpu (4 layers, hidden 128) or quick")
     ap.add_argument("--dtype", default="fp32", choices=("fp32", "bf16"))
     ap.add_argument("--budgets", default="50%,0.7,0.5", help="percentages, or fractions of plain FSDP2's peak")
@@ -136,8 +139,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as d:
         mp.spawn(_worker, args=(f"file://{os.path.join(d, 'init')}", args, os.path.join(d, "r.json")), nprocs=WORLD)
         result = json.loads(Path(d, "r.json").read_text())
-    result.update(command=" ".join(sys.argv), torch=torch.__version__, dtype=args.dtype)
-    (out / f"results_{args.dtype}.json").write_text(json.dumps(result, indent=1))
+    result.update(command=" ".join(sys.argv), torch=torch.__version__, dtype=args.dtype, model=args.model)
+    (out / f"results_{args.model}_{args.dtype}.json").write_text(json.dumps(result, indent=1))
     v = result["vanilla_peak"]
     for name, r in result["rows"].items():
         fit = f", graphs' step {r['step_peak']:.0f}, budget {r['budget']}" if "step_peak" in r else ""

@@ -536,6 +536,48 @@ def test_backend_byte_budget_holds_for_graphs_compiled_as_steps_of_their_own():
     torch._dynamo.reset()
 
 
+class _BrokenHead(nn.Module):
+    """An output head with a graph break inside: a chain of two graphs after the blocks."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(64, 256), nn.Linear(256, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.nn.functional.gelu(self.a(x))
+        torch._dynamo.graph_break()
+        return self.b(h)
+
+
+def test_backend_byte_budget_holds_for_blocks_and_a_graph_break_chain():
+    """Blocks compiled one by one, then a head whose graph break makes a chain of two graphs: the step
+    is judged once the chain's first graph is planned for good, and all five calls are then planned
+    again together (floors, then in call order). Gradients stay eager's at every step."""
+    from models import MLPBlocks
+
+    inners = (192, 256, 320)
+    x = torch.randn(256, 16)
+    torch.manual_seed(0)
+    ref = MLPBlocks(inners)
+    ref.out = _BrokenHead()
+    budget = int(0.7 * measure(lambda: _block_step(ref, x), method="profiler").peak)
+    model, be = _per_block(budget, inners=inners)
+    model.out = copy.deepcopy(ref.out)
+    model.out.compile(backend=be)
+    for step in range(6):
+        model.zero_grad(), ref.zero_grad()
+        _block_step(model, x)
+        _block_step(ref, x)
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    assert [g["calls_per_step"] for g in be.report] == [1] * 5
+    for i, g in enumerate(be.report):
+        assert g["replans"][-1].startswith(f"planned again as call {i} of the step's 5"), g["replans"]
+    assert be.step_peak <= budget
+    outside = x.shape[0] * model.inp.out_features * 4  # block 0's input, made by the eager input projection
+    assert measure(lambda: _block_step(model, x), method="profiler").peak <= budget + outside
+    torch._dynamo.reset()
+
+
 def test_backend_byte_budget_over_hf_gpt2_blocks_compiled_one_by_one():
     """HF GPT-2 from a tiny config, default arguments (dropout on), each transformer block compiled with
     one backend, the TorchTitan layout: one graph run per block. At 60% of what the plain plan's calls

@@ -94,12 +94,13 @@ def _lm(name: str, model: nn.Module, source: str, batch: int, seq: int, device: 
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(0, model.config.vocab_size, (batch, seq), generator=g).to(device)
     cfg = {k: v for k, v in model.config.to_dict().items() if isinstance(v, (int, float, str, bool))}
-    blocks = tuple({type(m) for m in model.modules() if _is_hf_layer(m)})
+    blocks = tuple({type(m) for m in model.modules() if is_hf_layer(m)})
     return HeldOut(name, source, model.to(device).train(), {"input_ids": ids, "labels": ids, "use_cache": False},
                    "lm", None, {**cfg, "batch": batch, "seq": seq}, blocks)
 
 
-def _is_hf_layer(m: nn.Module) -> bool:
+def is_hf_layer(m: nn.Module) -> bool:
+    """A transformers decoder/encoder layer (the block per-block checkpointing wraps)."""
     try:
         from transformers.modeling_layers import GradientCheckpointingLayer
     except ImportError:  # older transformers: the models' own flag
@@ -177,7 +178,7 @@ def build_vit(size: str, device: str, seed: int = 0, external: bool = True) -> H
     cfg = ViTConfig(**kw)
     model = ViTForImageClassification(cfg)
     x, y = _images(batch, cfg.image_size, cfg.num_labels, device, seed)
-    blocks = tuple({type(m) for m in model.modules() if _is_hf_layer(m)})
+    blocks = tuple({type(m) for m in model.modules() if is_hf_layer(m)})
     return HeldOut("vit", f"transformers ViTForImageClassification(ViTConfig({_args(kw)}))",
                    model.to(device).train(), {"pixel_values": x}, "vision", y,
                    {"batch": batch, "image_size": cfg.image_size, "classes": cfg.num_labels,

@@ -54,6 +54,7 @@ class RematBackend:
         self._recorder = Recorder(self._recorded)
         self._calls: list[Slot] = []   # the graph calls of the first training step (``Recorder``)
         self._warned_outside = False
+        self._rerecorded = False       # a step recorded again after its graph-break chain was planned for good
         self._made: dict[int, tuple] = {}  # id(slot) -> (its Swappable, graph, symbolic inputs, input gradient bytes)
 
     def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
@@ -143,8 +144,13 @@ class RematBackend:
                 f"or lower the budget by what that code holds", stacklevel=2)
         if len(calls) < 2:
             return
-        if step_peak(calls) <= budget * (1 + CODE_SLACK) or any(s.provisional for s in slots):
-            return  # (a provisional graph is planned again for its chain on its next call)
+        if any(s.provisional for s in slots):  # planned again for its chain on its next call: judge the step after
+            if not self._rerecorded:
+                self._rerecorded = True
+                self._recorder = Recorder(self._recorded)
+            return
+        if step_peak(calls) <= budget * (1 + CODE_SLACK):
+            return
         if len(slots) == 1:
             self._made[id(slots[0])][0].replan_with(functools.partial(self._repeated, slots[0], calls, budget))
             return
