@@ -149,7 +149,7 @@ class RematBackend:
                 self._rerecorded = True
                 self._recorder = Recorder(self._recorded)
             return
-        if step_peak(calls) <= budget * (1 + CODE_SLACK):
+        if _fits(calls, budget):
             return
         if len(slots) == 1:
             self._made[id(slots[0])][0].replan_with(functools.partial(self._repeated, slots[0], calls, budget))
@@ -171,7 +171,7 @@ class RematBackend:
         in call order: within what the calls before it hold, leaving what those after it need at
         their floors (``_for_good``; ``_repeated`` for a graph run several times)."""
         slots = list({id(s): s for s in calls}.values())
-        if step_peak(calls) > budget * (1 + CODE_SLACK):
+        if not _fits(calls, budget):
             warnings.warn(f"remat: the step's {len(slots)} graphs ({len(calls)} calls) need {step_peak(calls):.0f} "
                           f"bytes even at their floors, over the budget of {budget:.0f}: they keep their floor plans. "
                           f"Raise the budget to at least that, or give a percentage (each graph's own peak)",
@@ -227,13 +227,14 @@ class RematBackend:
             except InfeasibleError:
                 return None
             got = (fn, step_peak(calls), (slot.planned, slot.after, slot.need))
-            if got[1] <= budget * (1 + CODE_SLACK):
+            if _fits(calls, budget):
                 fitting.append(got)
             return got
 
         def tried(a: float) -> bool:  # whether a plan leaving at most ``a`` a call fits
-            got = attempt(held=(k - 1) * a, tail=budget - k * a)
-            return got is not None and got[1] <= budget * (1 + CODE_SLACK)
+            before = len(fitting)
+            attempt(held=(k - 1) * a, tail=budget - k * a)
+            return len(fitting) > before
 
         slot.provisional = False
         guess = (budget - slot.need) / (k - 1)  # the current plan's own peak, its leftovers cut to fit
@@ -354,6 +355,11 @@ class RematBackend:
         graph breaks, what it holds and leaves room for)."""
         return [{**s.planned.summary(), "replans": list(s.replans), "calls_per_step": s.calls}
                 for s in self.slots if s.planned is not None]
+
+
+def _fits(calls: list[Slot], budget: float) -> bool:
+    """Whether a step's graph calls, with their current plans, fit a byte budget (``step_peak``)."""
+    return step_peak(calls) <= budget * (1 + CODE_SLACK)
 
 
 def _convolutions(gm: torch.fx.GraphModule) -> bool:
