@@ -56,15 +56,18 @@ def hint(x: Any) -> Any:
     """A symbolic scalar's value at the compiling call's sizes, read without adding a guard."""
     if type(x) is int:  # (most sizes: the walks ask for every storage's)
         return x
-    if isinstance(x, torch.SymInt):
-        from torch.fx.experimental.symbolic_shapes import optimization_hint
-
-        return optimization_hint(x)
-    if isinstance(x, torch.SymFloat):
-        return float(x.node.hint) if x.node.hint is not None else float(x.node.shape_env.optimization_hint(x.node.expr))
-    if isinstance(x, torch.SymBool):
-        return bool(x.node.hint) if x.node.hint is not None else bool(x.node.shape_env.optimization_hint(x.node.expr))
+    for kind, cast in ((torch.SymInt, int), (torch.SymFloat, float), (torch.SymBool, bool)):
+        if isinstance(x, kind):
+            return cast(_node_hint(x.node))
     return x
+
+
+def _node_hint(node: Any) -> Any:
+    """A symbolic node's hint; ``optimization_hint`` where torch has it (2.13), ``size_hint`` before."""
+    if node.hint is not None:
+        return node.hint
+    env = node.shape_env
+    return env.optimization_hint(node.expr) if hasattr(env, "optimization_hint") else env.size_hint(node.expr)
 
 
 def _input_sizes(gm: fx.GraphModule) -> dict[str, torch.SymInt]:
