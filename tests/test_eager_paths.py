@@ -142,6 +142,33 @@ def test_without_a_mask_attention_runs_is_causal_as_in_eager():
     _assert_same_step(model, module, ref, **inputs)
 
 
+def test_libraries_that_ask_whether_they_are_compiled_are_traced_on_their_eager_path():
+    """Libraries branch on ``torch.compiler.is_compiling()``: Hugging Face's mask helpers before
+    transformers 5.24 build a causal mask under it where eager passes ``is_causal`` (on an H200 the
+    masked cuDNN attention took 2.1x the time). The capture traces eager's branch, and the step is
+    eager's to the bit."""
+
+    class Attention(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.qkv = nn.Linear(16, 48)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            q, k, v = self.qkv(x).unflatten(-1, (3, 2, 8)).permute(2, 0, 3, 1, 4)
+            if torch.compiler.is_compiling():
+                mask = torch.ones(x.shape[1], x.shape[1], dtype=torch.bool).tril()
+                return nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask).square().sum()
+            return nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True).square().sum()
+
+    model = Attention()
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 8, 16)
+    module = remat.optimize(model, (x,), "100%", verify=False)
+    calls = _attention_calls(module)
+    assert calls and all(n.kwargs.get("attn_mask") is None and n.args[4:5] == (True,) for n in calls), calls[0].args
+    _assert_same_step(model, module, ref, x)
+
+
 def test_packed_position_ids_keep_the_mask_and_are_planned_as_their_own_signature():
     """Position ids that restart within a row mark packed sequences, which eager masks apart; the
     trace keeps that mask, and unpacked position ids of the same shape get a plan of their own."""

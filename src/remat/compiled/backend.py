@@ -308,8 +308,11 @@ class RematBackend:
                 return tangents.Backward(fn, bw, lambda original: fx_codegen(original, example))
 
             # fx codegen only: gradients as eager's, dropout included; no zero gradients for outputs
-            # the loss does not use
-            with eager_dropout(), tangents.no_zero_grads(planned):
+            # the loss does not use; the backward traced without autocast, as eager autograd runs it after
+            # the user's autocast block (torch's default traces it under the forward's autocast: casts
+            # to bf16 in the backward of fp32 ops, e.g. CPU attention's math path, 6.5e-3 off on HF GPT-2)
+            with eager_dropout(), tangents.no_zero_grads(planned), \
+                    torch._functorch.config.patch(backward_pass_autocast="off"):
                 fn = aot_autograd(fw_compiler=fx_codegen, bw_compiler=backward, partition_fn=part,
                                   keep_inference_input_mutations=True)(gm, inputs)
         else:

@@ -236,23 +236,35 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     flat = _Flat(model, args, kwargs)
     started = time.perf_counter()
     count = len(planner.planned)
-    # autocast: eager autograd runs the backward without it, so is it traced; compiling flag: libraries
-    # that branch on tensor values outside torch.compile (Hugging Face's mask helpers) take their
-    # tracing-safe path, as they do under torch.compile; dropout: traced as eager runs it on this device
+    # autocast: eager autograd runs the backward without it, so is it traced; dropout: traced as eager runs
+    # it on this device; compiling flag: off first, so that libraries take eager's own path (Hugging Face's
+    # mask helpers before transformers 5.24 build a causal mask under it where eager passes is_causal: on an
+    # H200 the masked cuDNN attention took 2.1x the time), and on only where the first trace failed (a
+    # branch on tensor values, e.g. packed position ids): then they take their tracing-safe path, as under
+    # torch.compile
     from .. import progress
     from ..capture import explain, quiet_torch_logs
     from ..errors import RematError, StepError
 
-    try:  # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
-        with _autocast_off(), _compiling(), _module_paths(model), eager_dropout(), eager_positions(packed), \
-                quiet_torch_logs(), \
+    def trace(compiling: bool) -> Callable:
+        # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
+        with _autocast_off(), _compiling() if compiling else contextlib.nullcontext(), _module_paths(model), \
+                eager_dropout(), eager_positions(packed), quiet_torch_logs(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
             # buffer updates (batch-norm statistics) stay in the forward graph, where they are made in
             # place (``batchnorm.update_statistics_in_place``), not copied in by AOTAutograd's epilogue
             # in Python (87 copies a step on the CPU ResNet: its step 1.054x eager's against 1.029x)
-            fn = aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=fx_codegen,
-                                       bw_compiler=fx_codegen, partition_fn=planner,
-                                       keep_inference_input_mutations=True)
+            return aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=fx_codegen,
+                                         bw_compiler=fx_codegen, partition_fn=planner,
+                                         keep_inference_input_mutations=True)
+
+    try:
+        try:
+            fn = trace(compiling=False)
+        except RematError:
+            raise
+        except Exception:  # noqa: BLE001 - traced again the way torch.compile would; its error is the one told
+            fn = trace(compiling=True)
     except RematError:
         raise
     except Exception as e:  # noqa: BLE001 - a tracing failure in the user's model becomes one clear line
