@@ -6,14 +6,16 @@
 #   MODELS="vit resnet" bash bench/gpu_session.sh inductor OUT   # ~8-9 min (ResNet-152's compile alone: 127 s;
 #                                                                give the call timeout_s 590)
 #
-# On an H100 (feed18f, bench/results/compiled_h100/*_feed18f) eager took 383 s for all four models, and
-# inductor with a 45 s limit built only torch.compile (38-127 s per model) and one remat row: the limit
-# counts from the model's start, so inductor now gets LIMIT=150 and one call per two models. A session
-# of 15 device minutes (a start took about 30 s) fits one of the three calls above plus one more; eager is
-# committed for feed18f, so the next session runs the two inductor calls (lengths estimated from the compile
-# and plan seconds seen), the second as MODELS=vit with bench/gpu_probe/overhead.py (why the no-recompute
-# step costs 1.04-1.05x on the GPU: kernels, or the CPU keeping ahead of them) if under 9 minutes are left.
-# Issue 13's GPU cost benchmark, for a later session (12 plans; not yet run on a GPU):
+# On an H100 (feed18f, bench/results/compiled_h100/*_feed18f) eager took 383 s for all four models. On an H200
+# (15d59f3, bench/results/compiled_h200/) inductor took 342 s for GPT-2 + Llama (GPT-2 then failed: fixed) and
+# 155 / 121 s for GPT-2 / ViT alone (LIMIT=130 / 95); "100%" rows are cut by the limit on GPT-2 and Llama.
+# Next session (15 device minutes), two calls:
+#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama; python3 bench/gpu_probe/overhead.py OUT/o gpt2
+#      (~6 min, timeout_s 480): why remat inductor at torch.compile's peak costs 1.137x its step on Llama
+#      (remat's inductor settings against inductor's own, kernel by kernel), and whether eager remat's
+#      "100%" GPT-2 step lost its 2.1x attention kernels (causal mask, fixed in 2768c0a);
+#   2. the cost benchmark of issue 13 below, or MODELS=resnet with LIMIT=250 (~6 min, never run on inductor).
+# Issue 13's GPU cost benchmark (12 plans; not yet run on a GPU):
 #   python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models gpt2,mistral --budgets 0.7,0.5 --out OUT
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what

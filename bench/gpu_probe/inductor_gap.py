@@ -1,0 +1,147 @@
+"""Where remat inductor loses time against torch.compile b=1 on a GPU (H200, 15d59f3: Llama bf16 at
+torch.compile's peak 1.137x its step, with 0.55 ms of predicted recomputation in a 41 ms step):
+the recomputation, or remat's inductor settings (``compiled/fusion.py``: no buffer pool, horizontal
+fusion of adjacent kernels only, fusion guard, no peak-memory reordering), held for memory exactness?
+
+    python3 bench/gpu_probe/inductor_gap.py OUT [MODEL]     # MODEL default llama; bf16 autocast; ~5 min
+    DEVICE=cpu .venv/bin/python bench/gpu_probe/inductor_gap.py /tmp/g gpt2   # smoke here (CPU sizes)
+
+Rows, each compiled on its own: torch.compile at activation_memory_budget 1.0; remat inductor "100%"
+and at torch.compile's measured peak, each with remat's settings ("exact") and with inductor's own
+("inductor"). Per row: peak (max_memory_allocated during the step minus what was allocated before),
+median step of 10 interleaved rounds, and one profiled step's kernel count and device time; the
+kernels whose summed time differs most from torch.compile's. Prints a table, writes OUT/gap.json.
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+import torch  # noqa: E402
+
+sys.path.insert(0, "src")
+sys.path.insert(0, str(Path(__file__).parent))
+import remat  # noqa: E402
+from remat.bench import heldout  # noqa: E402
+from remat.compiled import fusion, fusionguard  # noqa: E402
+
+from overhead import kernels  # noqa: E402
+
+DEVICE = os.environ.get("DEVICE", "cuda")
+CUDA = DEVICE == "cuda"
+
+
+@contextlib.contextmanager
+def inductor_settings() -> Iterator[None]:
+    """Inductor's own settings for remat's graphs while they compile (the first step)."""
+    saved = fusion.HORIZONTAL_DISTANCE, fusion.BUFFER_POOL, fusion.config_patches, fusionguard.of
+    fusion.HORIZONTAL_DISTANCE, fusion.BUFFER_POOL = 64, True
+    import remat.compiled.backend as backend
+
+    patches = backend.config_patches
+    backend.config_patches = lambda: {}
+    fusionguard.of = lambda gm: None
+    try:
+        yield
+    finally:
+        fusion.HORIZONTAL_DISTANCE, fusion.BUFFER_POOL, _, fusionguard.of = saved
+        backend.config_patches = patches
+
+
+def peak_of(step: Callable[[], None]) -> float:
+    """Bytes allocated at the step's peak above what was allocated before it."""
+    if not CUDA:
+        return float("nan")
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    step()
+    torch.cuda.synchronize()
+    return float(torch.cuda.max_memory_allocated() - before)
+
+
+def main(argv: list[str] | None = None) -> None:
+    argv = sys.argv[1:] if argv is None else argv
+    out = Path(argv[0])
+    out.mkdir(parents=True, exist_ok=True)
+    name = argv[1] if len(argv) > 1 else "llama"
+    heldout.raise_dynamo_limits()
+    held = heldout.build(name, DEVICE, "gpu" if CUDA else "cpu")
+    params = [p for p in held.model.parameters() if p.requires_grad]
+    sync = torch.cuda.synchronize if CUDA else (lambda: None)
+    rows: dict[str, dict[str, Any]] = {}
+    steps: dict[str, Callable[[], None]] = {}
+
+    def add(label: str, net: torch.nn.Module, settings: Any = contextlib.nullcontext) -> None:
+        task = heldout.Task(net, held.kind, held.labels, torch.bfloat16, DEVICE)
+
+        def step() -> None:
+            task(**held.inputs).backward()
+            torch._foreach_zero_([p.grad for p in params if p.grad is not None])
+
+        t0 = time.perf_counter()
+        with settings():
+            step()
+        sync()
+        first = time.perf_counter() - t0
+        step()
+        rows[label] = {"first_step_s": first, "peak_bytes": peak_of(step)}
+        steps[label] = step
+        print(f"[{name}] {label}: first step {first:.1f} s, peak {rows[label]['peak_bytes'] / 2**20:.1f} MiB",
+              flush=True)
+
+    add("torch.compile b=1", heldout.Compiled(held.model, "inductor", 1.0, "gap_compile"))
+    at = rows["torch.compile b=1"]["peak_bytes"]
+    for budget, tag in (("100%", "100%"), (at if CUDA else "70%", "at torch.compile's peak")):
+        for label, settings in (("exact", contextlib.nullcontext), ("inductor", inductor_settings)):
+            be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+            key = f"remat {tag}, {label} settings"
+            add(key, heldout.Compiled(held.model, be, None, f"gap_{len(rows)}"), settings)
+            rows[key]["report"] = [{k: r.get(k) for k in ("solver", "predicted_peak", "recompute_fraction",
+                                                          "recompute_time")} for r in be.report]
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(10):
+        for label, step in steps.items():
+            sync()
+            t0 = time.perf_counter()
+            step()
+            sync()
+            times[label].append((time.perf_counter() - t0) * 1e3)
+    base = statistics.median(times["torch.compile b=1"])
+    by_kernel = {}
+    for label, step in steps.items():
+        k = kernels(step)
+        by_kernel[label] = k
+        rows[label].update(step_ms=statistics.median(times[label]), of_compile=statistics.median(times[label]) / base,
+                           kernels=sum(c for c, _ in k.values()), kernel_ms=sum(t for _, t in k.values()) / 1e3)
+    print(f"\n{name} bf16 on {torch.cuda.get_device_name() if CUDA else 'cpu'}")
+    print(f"  {'method':45s} {'peak MiB':>9s} {'step ms':>8s} {'/compile':>8s} {'kernels':>7s} {'kernel ms':>9s}")
+    for label, r in rows.items():
+        print(f"  {label:45s} {r['peak_bytes'] / 2**20:9.1f} {r['step_ms']:8.2f} {r['of_compile']:8.3f} "
+              f"{r['kernels']:7d} {r['kernel_ms']:9.2f}")
+    ref = by_kernel["torch.compile b=1"]
+    diffs = {}
+    for label, k in by_kernel.items():
+        if label == "torch.compile b=1":
+            continue
+        names = sorted(set(ref) | set(k), key=lambda n: -abs(k.get(n, [0, 0])[1] - ref.get(n, [0, 0])[1]))
+        diffs[label] = [{"kernel": n[:120], "compile": ref.get(n), "remat": k.get(n)} for n in names[:12]]
+    for label in ("remat 100%, exact settings", "remat at torch.compile's peak, exact settings"):
+        print(f"\n  {label}: kernels differing most from torch.compile's (count, summed us)")
+        for d in diffs[label][:8]:
+            print(f"    {d['kernel'][:80]:80s} compile {d['compile']}  remat {d['remat']}")
+    result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if CUDA else "cpu", "model": name,
+              "rows": rows, "top_kernel_differences": diffs}
+    (out / "gap.json").write_text(json.dumps(result, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
