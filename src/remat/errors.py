@@ -33,7 +33,12 @@ class BudgetError(RematError, ValueError):
 
 
 class InfeasibleError(BudgetError):
-    """No plan trains within the budget; the message gives the smallest budget that works."""
+    """No plan trains within the budget; the message gives the smallest budget that works, and
+    ``needed`` its bytes where the refusal knows them (None where it names only a direction)."""
+
+    def __init__(self, message: str, needed: float | None = None) -> None:
+        super().__init__(message)
+        self.needed = needed
 
 
 class InputError(RematError, ValueError, TypeError):

@@ -110,7 +110,8 @@ def _too_small(graph: Graph, budget: float, solver: str, mode: str, base: float 
         f"raise the budget to at least that"
         if math.isfinite(low) else
         f"budget {fmt_bytes(budget)} ({100 * budget / vanilla:.1f}% of the vanilla peak {fmt_bytes(vanilla)}): "
-        f"{solver} finds no plan at all on {graph.name}; try solver='auto'")
+        f"{solver} finds no plan at all on {graph.name}; try solver='auto'",
+        needed=low if math.isfinite(low) else None)
 
 
 def vanilla_peak(graph: Graph) -> float:
@@ -228,7 +229,8 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
             raise InfeasibleError(
                 f"budget {fmt_bytes(target)} cannot be met on the real step: the generated code of "
                 f"{solver}'s least plan peaks at {fmt_bytes(least)} ({measured.method}, {int(math.ceil(least))} "
-                f"bytes), over the planning graph's estimate. Raise the budget to at least that") from None
+                f"bytes), over the planning graph's estimate. Raise the budget to at least that",
+                needed=least) from None
     report.update(step.planned.summary())
     if verify and _runs_eager(step, target, report["measured_peak"], vanilla, tolerance):
         step.eager = True
@@ -274,7 +276,7 @@ def _least_plan_over(planned: Any, target: float, measured: float, vanilla: floa
         f"budget {fmt_bytes(target)} is below what remat's least plan ({planned.plan.stats.get('chosen', solver)}) "
         f"needs when it runs: it measured {fmt_bytes(measured)} against {fmt_bytes(planned.peak)} predicted for its "
         f"generated code{share}, temporaries inside ops (such as convolution workspaces) included. Raise the "
-        f"budget to at least {fmt_bytes(need)} ({int(math.ceil(need))} bytes)")
+        f"budget to at least {fmt_bytes(need)} ({int(math.ceil(need))} bytes)", needed=need)
 
 
 def _unwrap_compiled(model: nn.Module) -> nn.Module:

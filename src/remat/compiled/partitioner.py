@@ -439,7 +439,8 @@ class Planner:
         peak along the order), so no cheaper look tells a budget it cannot meet."""
         low = self._fused_floor(jg, pg, tail)
         if low > target * (1 + CODE_SLACK):
-            raise InfeasibleError(f"remat: {self._over_text(jg, target, low, base, held)}{_raise_to(low + held)}")
+            raise InfeasibleError(f"remat: {self._over_text(jg, target, low, base, held)}{_raise_to(low + held)}",
+                                  needed=int(low + held) + 1)
 
     def _below(self, jg: JointGraph, pg: Any, target: float, base: float, fits: Callable[[CodePeak], float],
                first: tuple, notes: list[str]) -> tuple[tuple, float, str]:
@@ -553,7 +554,7 @@ class Planner:
         if relative and not self._fallback:
             warnings.warn(f"remat: {text}; the plan used peaks at {fmt_bytes(code.peak)}", stacklevel=4)
             return
-        raise InfeasibleError(f"remat: {text}{_raise_to(low + held)}")
+        raise InfeasibleError(f"remat: {text}{_raise_to(low + held)}", needed=int(low + held) + 1)
 
     def _over_text(self, jg: JointGraph, target: float, low: float, base: float, held: float) -> str:
         """Why the generated code cannot meet ``target``: its plans meet budgets from ``low`` up."""
@@ -585,14 +586,14 @@ class Planner:
             low = low if low > floor.peak else float("inf")
         if not low < float("inf"):
             told = _output_grads_text(jg, floor.peak, self._unused) if not self._fused else ""
-            return InfeasibleError(f"{cause}{told}") if told else cause
+            return InfeasibleError(f"{cause}{told}", needed=getattr(cause, "needed", None)) if told else cause
         what = (" with inductor's fused code" if self._fused
                 else " (its generated code, temporaries inside ops included)")
         return InfeasibleError(
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
             f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that"
-            + _output_grads_text(jg, low, self._unused))
+            + _output_grads_text(jg, low, self._unused), needed=int(low) + 1)
 
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
