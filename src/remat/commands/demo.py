@@ -83,11 +83,15 @@ def train(budget: str = "60%") -> int:
 
     sub = argparse.ArgumentParser()
     run_command.add_arguments(sub)
+
+    def within(b: str) -> int:
+        return run_command.run(sub.parse_args([f"{__name__}:small_resnet", "--budget", b]))
+
     text(f"\nTraining ResNet-18 (batch 4, 64x64) within {budget} of its measured activation peak:")
     try:
-        return run_command.run(sub.parse_args([f"{__name__}:small_resnet", "--budget", budget]))
+        return within(budget)
     except InfeasibleError as e:
         if e.needed is None:
             raise
         text(f"remat refused it: {e}\n\nTraining at the least budget it names instead, {fmt_bytes(e.needed)}:")
-        return run_command.run(sub.parse_args([f"{__name__}:small_resnet", "--budget", str(math.ceil(e.needed))]))
+        return within(str(math.ceil(e.needed)))
