@@ -419,7 +419,11 @@ def _report_fields(obj: Any) -> dict[str, Any]:
     except Exception as e:  # noqa: BLE001 -- a report property that fails must not lose the row
         return {"report_error": f"{type(e).__name__}: {e}"[:300]}
     if isinstance(rep, (list, tuple)):  # remat.backend: one summary per graph compiled
-        return _graph_reports(rep)
+        out = _graph_reports(rep)
+        step = getattr(obj, "step_peak", None)  # the step's calls in order, as the backend plans them
+        if isinstance(step, (int, float)):
+            out["predicted_peak"] = float(step)
+        return out
     if rep is None:
         return {}
     if dataclasses.is_dataclass(rep) and not isinstance(rep, type):

@@ -730,6 +730,31 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     torch._dynamo.reset()
 
 
+class _Traced:
+    """The references for the backend's fx code: eager, and ``aot_eager`` (torch.compile's own
+    partition, run op by op) on copies of ``model``. The fx code runs the program dynamo traced,
+    so it equals ``aot_eager`` bit for bit; it equals eager wherever that program is eager's. Not
+    everywhere: transformers 5.17 builds under dynamo the causal mask its eager path skips, so
+    HF Llama's gradients under torch.compile differ from eager's in the last bits (5.24 skips it
+    in both)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.eager = copy.deepcopy(model)
+        self.aot = copy.deepcopy(model)
+        self.compiled = torch.compile(self.aot, backend="aot_eager")
+
+    def assert_same(self, model: nn.Module, step, step_of) -> None:
+        for m in (model, self.eager, self.aot):
+            m.zero_grad(set_to_none=True)
+        loss, eager, aot = step(), step_of(self.eager), step_of(self.compiled)
+        assert torch.equal(loss, aot)
+        assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), self.aot.parameters()))
+        if torch.equal(aot, eager) and all(torch.equal(p.grad, q.grad)
+                                           for p, q in zip(self.aot.parameters(), self.eager.parameters())):
+            assert torch.equal(loss, eager)
+            assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), self.eager.parameters()))
+
+
 def _lengths(vocab: int, lengths: tuple[int, ...]) -> list[dict]:
     torch.manual_seed(1)
     return [{"input_ids": (ids := torch.randint(0, vocab, (2, n))), "labels": ids} for n in lengths]
@@ -746,15 +771,12 @@ def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_le
     torch._dynamo.reset()
     model, _ = _hf(name)
     model.eval()  # no dropout: torch.equal against eager
-    ref = copy.deepcopy(model)
+    ref = _Traced(model)
     be = remat.backend(budget="50%", solver="auto", compiler="eager")
     compiled = torch.compile(model, backend=be)
     per_step = None
     for i, inputs in enumerate(_lengths(64, (16, 12, 9, 14, 5))):
-        model.zero_grad(set_to_none=True)
-        ref.zero_grad(set_to_none=True)
-        assert torch.equal(_step(compiled, inputs, autocast), _step(ref, inputs, autocast))
-        assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+        ref.assert_same(model, lambda: _step(compiled, inputs, autocast), lambda m: _step(m, inputs, autocast))
         per_step = len(be.report) if i == 0 else per_step
     assert len(be.report) == 2 * per_step  # the static graph(s) of the first length, the dynamic one(s)
     for dynamic in be.report[per_step:]:
@@ -786,14 +808,14 @@ def test_backend_holds_a_byte_budget_at_every_length_of_a_dynamic_shape_graph(na
     be = remat.backend(budget=budget, solver="auto", compiler=compiler)
     compiled = torch.compile(model, backend=be)
     graphs = []
+    traced = _Traced(ref) if compiler == "eager" else None
     for inputs in _lengths(64, (16, 12, 24, 32, 9, 20)):
-        model.zero_grad(set_to_none=True)
-        ref.zero_grad(set_to_none=True)
-        loss, expected = _step(compiled, inputs, False), _step(ref, inputs, False)
-        if compiler == "eager":
-            assert torch.equal(loss, expected)
-            assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+        if traced is not None:
+            traced.assert_same(model, lambda: _step(compiled, inputs, False), lambda m: _step(m, inputs, False))
         else:
+            model.zero_grad(set_to_none=True)
+            ref.zero_grad(set_to_none=True)
+            _step(compiled, inputs, False), _step(ref, inputs, False)
             for p, q in zip(model.parameters(), ref.parameters()):
                 torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5 * q.grad.abs().max().item())
         assert measure(LossStep(compiled), inputs, method="profiler").peak <= budget * 1.01
