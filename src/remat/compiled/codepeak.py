@@ -36,7 +36,6 @@ from dataclasses import dataclass
 import torch
 import torch.fx as fx
 import torch.utils._pytree as pytree
-from torch._inductor.utils import is_pointwise_use
 from torch._prims_common import is_expandable_to
 from torch.multiprocessing.reductions import StorageWeakRef
 
@@ -275,8 +274,11 @@ def _addmm_add(mm: fx.Node) -> fx.Node | None:
     c, a, b, product = vals
     if not c.dtype == a.dtype == b.dtype or not is_expandable_to(c.shape, product.shape):
         return None
-    if c.device.type != "cpu" and all(is_pointwise_use(u) for u in add.users):
-        return None
+    if c.device.type != "cpu":
+        from torch._inductor.utils import is_pointwise_use
+
+        if all(is_pointwise_use(u) for u in add.users):
+            return None
     return add
 
 
@@ -570,6 +572,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
         nodes = _addmm_late(_fold_primal_kernels(nodes, inside))
     pos = {n: i for i, n in enumerate(nodes)}
     concat = _concat_parts(nodes, inside, keep, pos) if fused else {}
+    cats = set(concat.values())
     made: set[object] = set()  # concatenation buffers allocated
     # a value inside a fused kernel is computed when the kernel making a buffer from it runs:
     # what it reads lives until then (``until``: the position of the last such kernel)
@@ -655,7 +658,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
             for j, (ref, size) in enumerate(_storages(n)):
                 reuse = (inplace(i, n, size, taken) if kernel and into is None and ref not in by_ref
                          and ref not in uncounted else None)
-                if into is not None or n in concat.values():  # the buffer, made by the first part computed
+                if into is not None or n in cats:  # the buffer, made by the first part computed
                     k = (into or n, 0)
                     if k not in live and k not in made:
                         made.add(k)
