@@ -33,7 +33,7 @@ import remat  # noqa: E402
 from remat.bench import heldout  # noqa: E402
 from remat.compiled import fusion, fusionguard  # noqa: E402
 
-from overhead import kernels  # noqa: E402
+from overhead import interleaved, kernels  # noqa: E402
 
 DEVICE = os.environ.get("DEVICE", "cuda")
 CUDA = DEVICE == "cuda"
@@ -107,14 +107,7 @@ def main(argv: list[str] | None = None) -> None:
             add(key, heldout.Compiled(held.model, be, None, f"gap_{len(rows)}"), settings)
             rows[key]["report"] = [{k: r.get(k) for k in ("solver", "predicted_peak", "recompute_fraction",
                                                           "recompute_time")} for r in be.report]
-    times: dict[str, list[float]] = {k: [] for k in steps}
-    for _ in range(10):
-        for label, step in steps.items():
-            sync()
-            t0 = time.perf_counter()
-            step()
-            sync()
-            times[label].append((time.perf_counter() - t0) * 1e3)
+    times = interleaved(steps, 10, sync)
     base = statistics.median(times["torch.compile b=1"])
     by_kernel = {}
     for label, step in steps.items():

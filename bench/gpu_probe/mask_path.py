@@ -9,15 +9,17 @@ import copy
 import os
 import statistics
 import sys
-import time
 
 import torch
 
 sys.path.insert(0, "src")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import transformers  # noqa: E402
 import remat  # noqa: E402
 from remat.bench import heldout  # noqa: E402
 from remat.compiled.module import _compiling  # noqa: E402
+
+from overhead import interleaved  # noqa: E402
 
 DEVICE = os.environ.get("DEVICE", "cpu")
 sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
@@ -38,14 +40,7 @@ for k, net in nets.items():
             p.grad = None
     step()
     steps[k] = step
-ts = {k: [] for k in steps}
-for _ in range(15):
-    for k, s in steps.items():
-        sync()
-        t0 = time.perf_counter()
-        s()
-        sync()
-        ts[k].append(time.perf_counter() - t0)
+ts = interleaved(steps, 15, sync)
 base = statistics.median(ts["vanilla"])
 ratios = {k: round(statistics.median(v) / base, 3) for k, v in ts.items()}
-print(transformers.__version__, DEVICE, name, ratios, f"vanilla {base * 1e3:.1f} ms")
+print(transformers.__version__, DEVICE, name, ratios, f"vanilla {base:.1f} ms")

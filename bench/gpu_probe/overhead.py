@@ -47,6 +47,19 @@ def timed(step, n: int = 10) -> tuple[float, float]:
     return statistics.median(steps), statistics.median(enqueue)
 
 
+def interleaved(steps: dict, rounds: int, sync=sync) -> dict[str, list[float]]:
+    """Synchronized ms of each step, the steps run round-robin ``rounds`` times (one round, every step)."""
+    times: dict[str, list[float]] = {k: [] for k in steps}
+    for _ in range(rounds):
+        for label, step in steps.items():
+            sync()
+            t0 = time.perf_counter()
+            step()
+            sync()
+            times[label].append((time.perf_counter() - t0) * 1e3)
+    return times
+
+
 def kernels(step) -> dict[str, list[float]]:
     """Kernel name -> [count, summed device microseconds] over one profiled step."""
     from torch.profiler import ProfilerActivity, profile
