@@ -10,11 +10,13 @@
 # (15d59f3, bench/results/compiled_h200/) inductor took 342 s for GPT-2 + Llama (GPT-2 then failed: fixed) and
 # 155 / 121 s for GPT-2 / ViT alone (LIMIT=130 / 95); "100%" rows are cut by the limit on GPT-2 and Llama.
 # Next session (15 device minutes), two calls:
-#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama; python3 bench/gpu_probe/overhead.py OUT/o gpt2
-#      (~6 min, timeout_s 480): why remat inductor at torch.compile's peak costs 1.137x its step on Llama
-#      (remat's inductor settings against inductor's own, kernel by kernel), and whether eager remat's
-#      "100%" GPT-2 step lost its 2.1x attention kernels (causal mask, fixed in 2768c0a);
-#   2. the cost benchmark of issue 13 below, or MODELS=resnet with LIMIT=250 (~6 min, never run on inductor).
+#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6 min, timeout_s 480): why remat inductor at
+#      torch.compile's peak costs 1.137x its step on Llama: the same plan compiled with remat's inductor
+#      settings, with inductor's own, and with each of inductor's own alone (buffer pool, horizontal fusion,
+#      no fusion guard, peak-memory reordering), kernel by kernel against torch.compile b=1;
+#   2. python3 bench/gpu_probe/overhead.py OUT/o gpt2 (~1 min: whether eager remat's "100%" GPT-2 step lost its
+#      2.1x attention kernels, causal mask fixed in 2768c0a), then the cost benchmark of issue 13 below, or
+#      MODELS=resnet with LIMIT=250 (~6 min, never run on inductor).
 # Issue 13's GPU cost benchmark (12 plans; not yet run on a GPU):
 #   python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models gpt2,mistral --budgets 0.7,0.5 --out OUT
 #
