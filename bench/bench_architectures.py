@@ -1,16 +1,17 @@
-"""Breadth: 20 transformers architectures nobody here wrote, from small public configs with their
+"""Breadth: 45 transformers architectures nobody here wrote, from small public configs with their
 defaults, planned by ``remat.optimize`` within a budget, gradients compared with eager's.
 
     .venv/bin/python bench/bench_architectures.py --out bench/results/architectures_cpu
     .venv/bin/python bench/bench_architectures.py --models swin --dtypes fp32 --out /tmp/arch   # smoke
 
-For each model (``remat.bench.architectures``: LMs, encoders, encoder-decoders, a mixture of
-experts, ViTs, windowed attention, CNNs with BatchNorm and depthwise convolutions) and dtype (fp32,
-bf16 autocast on the CPU): ``remat.optimize(model, inputs, budget)``, on a refusal again within the
-budget it names; one step of the plan and one of an eager copy from the same RNG state. Reported:
-gradients and loss ``torch.equal`` to eager's, the measured peak (allocator level) as a fraction of
-vanilla's, per-block checkpointing's (the library's, else residual blocks wrapped), the solver,
-recomputation (a fraction of a forward, roofline costs) and planning seconds.
+For each model (``remat.bench.architectures``: LMs, encoders, encoder-decoders, mixtures of
+experts, shared layers, a state-space model, ViTs, windowed attention, CNNs with BatchNorm and
+depthwise convolutions) and dtype (fp32, bf16 autocast on the CPU): ``remat.optimize(model, inputs,
+budget)``, on a refusal again within the budget it names; one step of the plan and one of an
+eager copy from the same RNG state. Reported: gradients and loss ``torch.equal`` to eager's, the
+measured peak (allocator level) as a fraction of vanilla's, per-block checkpointing's (the
+library's, else residual blocks wrapped), the solver, recomputation (a fraction of a forward,
+roofline costs) and planning seconds.
 
 Writes OUT/results.json (after every model), OUT/table.md and OUT/COMMANDS.md.
 """

@@ -70,7 +70,28 @@ def _step(model: nn.Module, inputs, autocast: bool, seed: int = 1) -> torch.Tens
     return loss.detach()
 
 
-BUILDERS = {"mlp-dropout": _mlp, "bn-cnn": _bn_cnn, "hf-gpt2": lambda: _hf("gpt2"), "hf-llama": lambda: _hf("llama")}
+class _SharedLayer(nn.Module):
+    """One Linear read four times (ALBERT's shared layers, a module called in a loop): under autocast
+    eager casts its weight once and sums the four gradients in bf16 (``castcache``)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = nn.Sequential(nn.Linear(64, 256), nn.GELU(), nn.Linear(256, 64), nn.Tanh())
+        self.head = nn.Linear(64, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for _ in range(4):
+            x = self.layer(x) + x
+        return self.head(x)
+
+
+def _shared() -> tuple[nn.Module, tuple]:
+    torch.manual_seed(0)
+    return _SharedLayer(), (torch.randn(256, 64),)
+
+
+BUILDERS = {"mlp-dropout": _mlp, "bn-cnn": _bn_cnn, "shared-layer": _shared, "hf-gpt2": lambda: _hf("gpt2"),
+            "hf-llama": lambda: _hf("llama")}
 
 
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])
@@ -353,6 +374,18 @@ def test_backend_eager_hf_gpt2_training_is_exact(autocast):
     ref = copy.deepcopy(model)
     compiled = torch.compile(model, backend=remat.backend(budget="100%", compiler="eager"))
     assert torch.equal(_step(compiled, inputs, autocast), _step(ref, inputs, autocast))
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    torch._dynamo.reset()
+
+
+def test_backend_eager_shared_layer_is_exact_under_autocast():
+    """fx codegen through torch.compile: a layer read four times under bf16 autocast is cast once and
+    its gradients summed in bf16, as eager's autocast cache makes them (``castcache``)."""
+    torch._dynamo.reset()
+    model, (x,) = _shared()
+    ref = copy.deepcopy(model)
+    compiled = torch.compile(model, backend=remat.backend(budget="60%", solver="chen-greedy", compiler="eager"))
+    assert torch.equal(_step(compiled, (x,), True), _step(ref, (x,), True))
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
     torch._dynamo.reset()
 

@@ -50,6 +50,32 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
     "bart": ("BartConfig", "BartForConditionalGeneration", {
         "d_model": 64, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "encoder_layers": 2, "decoder_layers": 2,
         "encoder_attention_heads": 4, "decoder_attention_heads": 4, "vocab_size": 256}, "text"),
+    # the second batch: newer decoders, mixtures of experts, shared layers (ALBERT), a state-space model (Mamba)
+    "qwen3": ("Qwen3Config", "Qwen3ForCausalLM", {**_LM, "num_key_value_heads": 2, "head_dim": 16}, "text"),
+    "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM", {
+        **_LM, "num_key_value_heads": 2, "head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 64}, "text"),
+    "gemma2": ("Gemma2Config", "Gemma2ForCausalLM", {**_LM, "head_dim": 16, "num_key_value_heads": 2}, "text"),
+    "gemma3": ("Gemma3TextConfig", "Gemma3ForCausalLM", {**_LM, "head_dim": 16, "num_key_value_heads": 2}, "text"),
+    "phi3": ("Phi3Config", "Phi3ForCausalLM", {**_LM, "pad_token_id": 0}, "text"),
+    "olmo2": ("Olmo2Config", "Olmo2ForCausalLM", _LM, "text"),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {**_LM, "num_key_value_heads": 2}, "text"),
+    "granite": ("GraniteConfig", "GraniteForCausalLM", _LM, "text"),
+    "cohere": ("CohereConfig", "CohereForCausalLM", _LM, "text"),
+    "smollm3": ("SmolLM3Config", "SmolLM3ForCausalLM", {**_LM, "num_key_value_heads": 2, "pad_token_id": 0}, "text"),
+    "gpt_oss": ("GptOssConfig", "GptOssForCausalLM", {
+        **_LM, "num_key_value_heads": 2, "head_dim": 16, "num_local_experts": 4, "num_experts_per_tok": 2}, "text"),
+    "gptj": ("GPTJConfig", "GPTJForCausalLM", {"n_embd": 64, "n_layer": 4, "n_head": 4, "vocab_size": 256,
+                                               "rotary_dim": 8}, "text"),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {"hidden_size": 64, "n_layer": 4, "n_head": 4, "vocab_size": 256},
+              "text"),
+    "gpt_bigcode": ("GPTBigCodeConfig", "GPTBigCodeForCausalLM", {"n_embd": 64, "n_layer": 4, "n_head": 4,
+                                                                  "vocab_size": 256}, "text"),
+    "mamba": ("MambaConfig", "MambaForCausalLM", {"hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 256,
+                                                  "state_size": 8}, "text"),
+    "modernbert": ("ModernBertConfig", "ModernBertForMaskedLM", {**_LM, "pad_token_id": 0}, "text"),
+    "electra": ("ElectraConfig", "ElectraForMaskedLM", {**_LM, "embedding_size": 64}, "text"),
+    "albert": ("AlbertConfig", "AlbertForMaskedLM", {**_LM, "embedding_size": 32}, "text"),
     "convnext": ("ConvNextConfig", "ConvNextForImageClassification", _VISION, "image"),
     "swin": ("SwinConfig", "SwinForImageClassification", {
         "image_size": 64, "patch_size": 2, "embed_dim": 32, "depths": [1, 1, 2, 1], "num_heads": [1, 2, 4, 8],
@@ -69,6 +95,19 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
     "segformer": ("SegformerConfig", "SegformerForImageClassification", {
         "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1], "num_labels": 2, "decoder_hidden_size": 64},
         "image"),
+    "convnextv2": ("ConvNextV2Config", "ConvNextV2ForImageClassification", _VISION, "image"),
+    "beit": ("BeitConfig", "BeitForImageClassification", {
+        "image_size": 64, "patch_size": 8, "hidden_size": 64, "intermediate_size": 128, "num_hidden_layers": 4,
+        "num_attention_heads": 4, "num_labels": 2}, "image"),
+    "levit": ("LevitConfig", "LevitForImageClassification", {"image_size": 64, "num_labels": 2}, "image"),
+    "poolformer": ("PoolFormerConfig", "PoolFormerForImageClassification", {
+        "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 2, 1], "num_labels": 2}, "image"),
+    "swinv2": ("Swinv2Config", "Swinv2ForImageClassification", {
+        "image_size": 64, "patch_size": 2, "embed_dim": 32, "depths": [1, 1, 2, 1], "num_heads": [1, 2, 4, 8],
+        "window_size": 4, "num_labels": 2}, "image"),
+    "mobilevit": ("MobileViTConfig", "MobileViTForImageClassification", {"image_size": 64, "num_labels": 2}, "image"),
+    "hiera": ("HieraConfig", "HieraForImageClassification", {
+        "image_size": [64, 64], "embed_dim": 32, "depths": [1, 1, 2, 1], "num_labels": 2}, "image"),
 }
 
 
@@ -77,6 +116,8 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
 BLOCKS: dict[str, tuple[str, ...]] = {
     "convnext": ("ConvNextLayer",), "mobilenet_v2": ("MobileNetV2InvertedResidual",),
     "efficientnet": ("EfficientNetBlock",), "regnet": ("RegNetXLayer", "RegNetYLayer"),
+    "albert": ("AlbertLayer",), "convnextv2": ("ConvNextV2Layer",), "poolformer": ("PoolFormerLayer",),
+    "levit": ("LevitResidualLayer",),
 }
 
 
