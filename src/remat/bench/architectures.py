@@ -216,7 +216,8 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     """``torch.compile(model, backend=remat.backend(budget, compiler="inductor"))`` within
     ``fraction`` of the eager step's measured peak, as bytes (on a refusal, again within the budget
     the refusal names), beside ``torch.compile(model)`` (inductor, activation budget 1.0): measured
-    peaks (allocator level), and each one's gradients against eager's, one step from the same seed."""
+    peaks (allocator level), each one's gradients against eager's, one step from the same seed, and
+    each one's first step in seconds (``seconds``: remat's whole row, measurements included)."""
     import remat
     from torch._dynamo.exc import BackendCompilerFailed
 
@@ -231,6 +232,13 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
         with _autocast(dtype):
             return float(measure(net, inputs, method="profiler", loss_fn=lambda out: out.loss).peak)
 
+    def first(net: torch.nn.Module) -> float:  # seconds of the first step: tracing, planning, compiling
+        started = time.perf_counter()
+        with _autocast(dtype):
+            net(**inputs).loss.backward()
+        net.zero_grad(set_to_none=True)
+        return time.perf_counter() - started
+
     vanilla = peak(copy.deepcopy(model))
     row.update(vanilla_peak=vanilla, budget=fraction * vanilla)
     ref, peer = copy.deepcopy(model), copy.deepcopy(model)
@@ -240,6 +248,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     backend = remat.backend(budget=int(row["budget"]), compiler="inductor")
     net = torch.compile(ours, backend=backend)
     try:
+        row["first_step_seconds"] = first(net)
         row["peak"] = peak(net)
     except BackendCompilerFailed as e:
         named = re.findall(r"(\d+) bytes\)", str(e))  # the least budget the refusal names
@@ -251,6 +260,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
         ours = copy.deepcopy(model)
         backend = remat.backend(budget=int(row["budget"]), compiler="inductor")
         net = torch.compile(ours, backend=backend)
+        row["first_step_seconds"] = first(net)
         row["peak"] = peak(net)
     row["seconds"] = time.perf_counter() - started
     reps = backend.report
@@ -265,6 +275,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     row["grad_diff"] = grad_difference(_grads(ours), _grads(ref))
     torch._dynamo.reset()
     compiled = torch.compile(peer)
+    row["compile_first_step_seconds"] = first(compiled)
     row["compile_peak_fraction"] = peak(compiled) / vanilla
     peer.zero_grad(set_to_none=True)
     _step(compiled, inputs, dtype)

@@ -426,8 +426,9 @@ class Planner:
         if fits(best[4]) > CODE_SLACK * target and not self._fused and self.solver in ("auto", "selective"):
             low = self._code_floor(jg, pg, tail)  # none fits: the least over is the one to name
             if low[4].peak < best[4].peak:
-                notes.append(f"no plan's generated code fits: the least it needs is {low[4].peak:.0f} bytes "
-                             f"({low[0].plan.stats['chosen']}), against {best[4].peak:.0f} for the solvers' least")
+                notes.append(f"the code-judged search's floor ({low[0].plan.stats['chosen']}) needs "
+                             f"{low[4].peak:.0f} bytes, against {best[4].peak:.0f} for the solvers' least plan"
+                             + (": planned at it" if fits(low[4]) <= CODE_SLACK * target else ""))
                 best = low
         code = best[4]
         if code.peak - target > CODE_SLACK * target:
