@@ -32,6 +32,7 @@ from .chain import Recorder, Slot, Swappable, ends_at_graph_break, held_before, 
 from .costs import DEFAULT_COST
 from .dynamic import is_dynamic
 from .fusion import cache_key, config_patches, inner_compile
+from .inductor_fixes import unaliased_donations
 from .jointgraph import total_cost
 from .partitioner import CODE_SLACK, LEFTOVER, Planner
 
@@ -330,14 +331,14 @@ class RematBackend:
             first = functools.partial(part, fallback=True) if fallback else part
             try:
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, first, key)), \
-                        tangents.no_zero_grads(planned):
+                        tangents.no_zero_grads(planned), unaliased_donations():
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
             except InfeasibleError as e:
                 if not fallback:
                     raise
                 key += ":layout=off"
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
-                        tangents.no_zero_grads(planned):
+                        tangents.no_zero_grads(planned), unaliased_donations():
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(),
                                     config_patches={**config_patches(), "layout_optimization": False})
                 if len(self.planner.planned) > made:

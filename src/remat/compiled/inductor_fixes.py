@@ -10,6 +10,14 @@ remat compiles (``fusion.inner_compile``) and only where the installed inductor 
   a 4-layer Falcon with two threads (none with one thread, which takes a path without atomics),
   wrong values where it does not crash. The fix offsets the index once: the atomic path
   derives it itself.
+- **Saved tensors that share a storage, both donated** (``unaliased_donations``). AOTAutograd
+  marks a saved tensor donated (the backward's code may write over it once it is dead) when it
+  aliases no forward input, no user output and no input gradient, but it does not check the saved
+  tensors against one another. remat's plans can save two views of one storage; inductor then
+  wrote a kernel's output over one of them at its last read, while the other was still to be read:
+  HF Mamba (fp32, CPU) planned within half its peak got gradients 41% off in its last layer's scan
+  parameters (the same graphs run as fx code: 9e-7). Saved tensors sharing a storage are not
+  donated.
 """
 
 from __future__ import annotations
@@ -33,7 +41,45 @@ def _tile2d_store_needs_fix() -> bool:
 
 def cache_key() -> str:
     """The fixes applied, for the key of inductor's caches."""
-    return "fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none"
+    return ("fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none") + ":unaliased-donations"
+
+
+@contextlib.contextmanager
+def unaliased_donations() -> Iterator[None]:
+    """AOTAutograd's donated saved tensors without those that share a storage with another saved
+    tensor (module docstring), for the ``with`` block: around remat's ``compile_fx``."""
+    try:
+        from torch._functorch._aot_autograd import graph_compile
+        original = graph_compile.collect_bw_donated_buffer_idxs
+    except (ImportError, AttributeError):  # inductor internals moved: nothing to patch
+        yield
+        return
+    from collections import Counter
+
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def storage(n: Any) -> Any:
+        val = getattr(n, "meta", {}).get("val")
+        try:
+            return StorageWeakRef(val.untyped_storage())
+        except (AttributeError, NotImplementedError, RuntimeError):
+            return None
+
+    def collect(fw_module: Any, bw_module: Any, fw_metadata: Any) -> list[int]:
+        donated = original(fw_module, bw_module, fw_metadata)
+        if not donated:
+            return donated
+        outs = next(reversed(fw_module.graph.find_nodes(op="output"))).args[0]
+        stores = [storage(n) for n in outs[fw_metadata.tensors_saved_for_backwards_slice]]
+        count = Counter(s for s in stores if s is not None)
+        shift = fw_metadata.num_symints_saved_for_bw or 0
+        return [i for i in donated if not (0 <= i - shift < len(stores) and count[stores[i - shift]] > 1)]
+
+    graph_compile.collect_bw_donated_buffer_idxs = collect
+    try:
+        yield
+    finally:
+        graph_compile.collect_bw_donated_buffer_idxs = original
 
 
 @contextlib.contextmanager

@@ -164,7 +164,7 @@ class Planner:
         from . import dynamic
         from .memo import remembering
 
-        castcache.share_casts(gm, num_fwd_outputs)  # a parameter read k times under autocast: cast once, as eager
+        castcache.share_casts(gm, num_fwd_outputs)  # gradients of a parameter read k times under autocast, as eager
         symbolic = dynamic.is_dynamic(gm)
         # a byte budget holds at every size: planned at the top of the sizes' buckets, guarded to them
         at = dynamic.tops(gm) if symbolic and not _is_relative(self.budget) else {}
@@ -696,7 +696,7 @@ class Planner:
         search reaches, from the vanilla step and (with auto) per-block checkpointing's floor, as
         ``_fit``'s best. The solvers' least plan is least in the planning graph, which does not see
         the temporaries inside ops: a ConvNeXt V2 (fp32, CPU) whose least plan by the solvers needed
-        0.883 of the vanilla peak, more than per-block checkpointing's 0.851, met 0.824 from the
+        0.883 of the vanilla peak, more than per-block checkpointing's 0.851, met 0.822 from the
         blocks' floor, and the refusal had named the 0.883."""
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
