@@ -507,3 +507,28 @@ def test_an_output_view_costs_what_inductors_code_allocates_for_it(case):
         total += size
         start = i + 1 if total == 0 else start
     assert walked == replay_peak(events[start:])
+
+
+def test_a_saved_value_another_saved_value_views_is_not_written_over():
+    """A saved value is donated to the backward (written over at its last read) unless another saved
+    value is a view of it: remat's compiles do not donate those (``inductor_fixes.unaliased_donations``),
+    so the walk keeps it, and the kernel reading it last takes a buffer of its own."""
+    from remat.compiled.codepeak import code_peak
+
+    def backward(s, w, t):
+        e = torch.mm(w, w)
+        b = (s * t).sin()
+        return (torch.mm(b[:1], e),)
+
+    def peak(with_view: bool) -> float:
+        def forward(x, w):
+            a = torch.mm(x, w)
+            return (a.sum(), a, a.view(-1), w) if with_view else (a.sum(), a, w)
+
+        fw = make_fx(forward, tracing_mode="fake")(torch.randn(32, 32), torch.randn(32, 32))
+        bw = make_fx((lambda s, v, w, t: backward(s, w, t)) if with_view else backward,
+                     tracing_mode="fake")(*([torch.randn(32, 32)] + [torch.randn(1024)] * with_view
+                                            + [torch.randn(32, 32), torch.randn(())]))
+        return code_peak(fw, bw, 1, fused=True).backward
+
+    assert peak(True) - peak(False) == 32 * 32 * 4  # b in a buffer of its own, beside the kept value

@@ -749,6 +749,7 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     placeholders = list(backward.graph.find_nodes(op="placeholder"))
     held: dict[object, int] = {}
     donated: set[object] = set()  # saved values only the backward holds: inductor may write over them
+    shared: set[object] = set()  # saved values another saved value is a view of
     first: dict[object, object] = {}
     aliases: dict[object, object] = {}
     # sizes of a dynamic-shape graph are the last values the forward saves and the backward's
@@ -758,13 +759,15 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
         for j, k in enumerate(fwd_keys.get(a, [])):
             if k is None or k in by_caller:
                 continue
-            if k in first:  # a second view of one storage: the same held bytes
-                aliases[(p, j)] = first[k]
+            if k in first:  # a second view of one storage: the same held bytes, and not donated
+                aliases[(p, j)] = first[k]  # (``inductor_fixes.unaliased_donations``)
+                shared.add(first[k])
             else:
                 first[k] = (p, j)
                 held[(p, j)] = counted[k]
                 if k not in user_keys:
                     donated.add((p, j))
+    donated -= shared
     for p in placeholders[len(saved_nodes):]:  # tangents: the loss's gradient, made by the caller
         if p.name in unused:
             continue

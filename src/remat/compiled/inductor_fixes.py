@@ -18,6 +18,18 @@ remat compiles (``fusion.inner_compile``) and only where the installed inductor 
   HF Mamba (fp32, CPU) planned within half its peak got gradients 41% off in its last layer's scan
   parameters (the same graphs run as fx code: 9e-7). Saved tensors sharing a storage are not
   donated.
+- **Random ops replayed from a saved generator state read their inputs in any layout**
+  (``replay_strides``). remat runs a random op the backward recomputes (an attention that may draw
+  dropout included) as ``run_with_rng_state(state, op, *args)``, and its forward as
+  ``run_and_save_rng_state``. Inductor lowers these higher-order ops as plain fallbacks, without the
+  layout constraint it gives the op itself, and hands them inputs in whatever layout its code chose
+  (behind convolutions under its channels-last layout optimization, a saved query came back with
+  strides (2304, 1, 144, 4) where eager's are (2304, 36, 144, 1)); CPU flash attention reads a last
+  dimension that is not dense as garbage. HF MobileViT under bf16 autocast, planned within half its
+  peak, got non-finite gradients or gradients 100% off (the same graphs run as fx code: as
+  torch.compile's). The op's inputs are now laid out by the op's own constraint (attention: a dense
+  last dimension), or else in the strides the graph records, so that a draw consumes the generator
+  in the same order each time; a copy only where the layout differs.
 """
 
 from __future__ import annotations
@@ -25,6 +37,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+from types import SimpleNamespace
 from typing import Any, Iterator
 
 
@@ -41,7 +54,8 @@ def _tile2d_store_needs_fix() -> bool:
 
 def cache_key() -> str:
     """The fixes applied, for the key of inductor's caches."""
-    return ("fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none") + ":unaliased-donations"
+    return ("fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none") + \
+        ":unaliased-donations:replay-strides"
 
 
 @contextlib.contextmanager
@@ -83,8 +97,51 @@ def unaliased_donations() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def replay_strides() -> Iterator[None]:
+    """Inductor lowering ``run_with_rng_state`` and ``run_and_save_rng_state`` with the inputs of
+    the op they run laid out as that op's own lowering lays them out (module docstring), for the
+    ``with`` block."""
+    try:
+        from torch._inductor import lowering
+        from torch._inductor.virtualized import V
+        from torch._prims import rng_prims
+        replays = {rng_prims.run_with_rng_state: 1, rng_prims.run_and_save_rng_state: 0}  # op's position
+        lowerings = {hop: lowering.lowerings[hop] for hop in replays}
+        exact, by_fallback = lowering.constrain_to_fake_tensors, lowering.constrain_to_fx_strides_if_fallback_random
+    except (ImportError, AttributeError, KeyError):  # inductor internals moved: nothing to patch
+        yield
+        return
+
+    def keeping_layouts(hop: Any) -> Any:
+        at = replays[hop]
+
+        def lowered(*args: Any, **kwargs: Any) -> Any:
+            op, node = args[at], V.graph.current_node
+            constraint = lowering.maybe_layout_constraints(op)
+            if constraint in (None, exact, by_fallback):  # the graph's strides: draws in one order each time
+                constraint = lowering.constrain_to_fx_strides
+            inner = SimpleNamespace(target=op, args=node.args[at + 1:], kwargs=node.kwargs, meta=node.meta)
+            inputs, kwargs = constraint(inner, *args[at + 1:], **kwargs)
+            return lowerings[hop](*args[:at + 1], *inputs, **kwargs)
+        return lowered
+
+    lowering.lowerings.update({hop: keeping_layouts(hop) for hop in replays})
+    try:
+        yield
+    finally:
+        lowering.lowerings.update(lowerings)
+
+
+@contextlib.contextmanager
 def fixed() -> Iterator[None]:
     """Inductor with the fixes above, for the ``with`` block."""
+    with replay_strides(), _tile2d_store():
+        yield
+
+
+@contextlib.contextmanager
+def _tile2d_store() -> Iterator[None]:
+    """``CppTile2DKernel.store`` with the atomic path's index offset once (module docstring)."""
     if not _tile2d_store_needs_fix():
         yield
         return
