@@ -41,6 +41,38 @@ def test_on_the_cpu_a_value_made_with_a_heavy_op_and_read_twice_gets_a_buffer():
     assert {"mul", "add"} <= {n.name for n in fused_values(_graph(f(False), (4, 4), (4, 4)))}
 
 
+def test_a_heavy_value_every_reader_reads_in_one_kernel_of_its_size_takes_no_buffer():
+    """A SiLU's backward reads its sigmoid twice, both inside the kernel making its gradient:
+    inductor realizes the sigmoid (``should_realize_on_reuse``), then the scheduler fuses the two
+    kernels and drops the buffer only the fused one reads. The walk's peak is that of inductor's
+    code (measured); read by a reduction as well, it keeps its buffer."""
+    from remat.compiled.codepeak import _walk
+
+    def silu_backward(x, w, grad, w2):
+        h = torch.mm(x, w)
+        s = h.sigmoid()
+        return torch.mm(grad * s * (1 + h * (s.neg() + 1)), w2)
+
+    def also_summed(x, w, grad, w2):
+        h = torch.mm(x, w)
+        s = h.sigmoid()
+        return torch.mm(grad * s * (1 + h * (s.neg() + 1)), w2), s.sum(0)
+
+    shapes = (64, 64), (64, 64), (64, 64), (64, 64)
+    graph = _graph(silu_backward, *shapes)
+    assert "sigmoid" in {n.name for n in fused_values(graph)}
+    assert "sigmoid" not in {n.name for n in fused_values(_graph(also_summed, *shapes))}
+    out = next(n for n in graph.nodes if n.op == "output")
+    walked, _ = _walk(graph, {}, set(out.all_input_nodes), fused=True)
+    torch._dynamo.reset()
+    compiled = torch.compile(silu_backward, backend="inductor", fullgraph=True)
+    args = [torch.randn(s) for s in shapes]
+    compiled(*args)
+    events, _ = cpu_allocations(lambda: compiled(*args))
+    torch._dynamo.reset()
+    assert replay_peak(events) == walked == 2 * 64 * 64 * 4  # h (the gradient written over it), the output
+
+
 def test_a_dropout_draw_always_gets_a_buffer():
     """``prims.inductor_random`` (a dropout's draw under torch.compile) is realized where it is
     lowered: its buffer lives until its last reader, though only a comparison reads it (GPT-2's

@@ -250,10 +250,11 @@ def test_interpolate_is_traced_as_eagers_kernels(mode, monkeypatch):
 
 
 def test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_recomputation(monkeypatch):
-    """HF ResNet under bf16 autocast at 50%: auto's plan fits the planning graph with room to spare
-    and its generated code peaks 7% under the budget; the code-judged search from it gives back
-    recomputation while the code fits (1.68 -> 1.22 ms predicted, measured 1.18x -> 1.13x
-    vanilla). With that search off (``ROOM`` huge) the plan stays where it was."""
+    """HF ResNet under bf16 autocast: where auto's plan fits the planning graph with room to spare
+    and its generated code peaks well under the budget (at 50% on the host this was written on:
+    7% under, 1.68 -> 1.22 ms predicted, measured 1.18x -> 1.13x vanilla), the code-judged
+    search from it gives back recomputation while the code fits. With that search off (``ROOM``
+    huge) the plan stays where it was."""
     from remat.bench import heldout
     from remat.compiled import partitioner
 
@@ -261,22 +262,30 @@ def test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_recomputation(
     threads = torch.get_num_threads()
     torch.set_num_threads(1)  # the bench's (and CI's) thread count: oneDNN's kernels and costs depend on it
 
-    def planned():
+    def planned(budget):
         with heldout.autocast("cpu", torch.bfloat16):
-            module = remat.optimize(held.model, held.inputs, "50%")
+            module = remat.optimize(held.model, held.inputs, budget)
         return module.step.planned, module.report
 
+    # the least plan and the room a plan leaves depend on the machine's measured peaks and op costs
+    # (50%: 7% room on the host this was written on, 1.6% on an AMD EPYC one, refused on an Intel
+    # Xeon whose least plan needs 51.2%): the first budget whose plan leaves room, searched from any
+    room = 0.01
     try:
-        # the room the plan leaves depends on the machine's measured peaks and op costs (7% on
-        # the host this was written on, 1.6% on an AMD EPYC one): search from any room
-        room = 0.01
-        monkeypatch.setattr(partitioner, "ROOM", room)
-        searched, report = planned()
         monkeypatch.setattr(partitioner, "ROOM", 10.0)
-        plain, _ = planned()
+        for budget in ("50%", "60%", "70%"):
+            try:
+                plain, _ = planned(budget)
+            except remat.InfeasibleError:
+                continue
+            if plain.code.peak < (1 - room) * plain.budget and plain.prediction.recompute_cost > 0:
+                break
+        else:
+            pytest.fail("no budget from 50% to 70% leaves room under it with recomputation")
+        monkeypatch.setattr(partitioner, "ROOM", room)
+        searched, report = planned(budget)
     finally:
         torch.set_num_threads(threads)
     assert searched.code.peak <= searched.budget and report.measured_peak <= 1.01 * searched.budget
-    assert plain.code.peak < (1 - room) * plain.budget  # the room the search starts from
     assert searched.prediction.recompute_cost < plain.prediction.recompute_cost
     assert searched.code.peak > plain.code.peak

@@ -200,6 +200,7 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
     loads: dict[fx.Node, frozenset] = {}    # buffers the fused code making n reads
     ops: dict[fx.Node, int] = {}
     heavy: dict[fx.Node, bool] = {}  # the fused code making n runs a heavy op (``_heavy``)
+    reused: dict[fx.Node, bool] = {}  # realized only for being read several times
     for n in nodes:
         if n.op != "call_function":
             loads[n], ops[n] = frozenset([n]), 0
@@ -218,11 +219,55 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
         ops[n] = 1 + sum(0 if buffer.get(a, True) else ops[a] for a in ins)
         mine = readers[n]
         buffer[n] = (out in mine or any(_extern(u) and not _writes_into(u, n) for u in mine)
-                     or (len(loads[n]) > 1 and any(_windowed(u, n) for u in n.users))
-                     or (len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS or heavy[n])))
+                     or (len(loads[n]) > 1 and any(_windowed(u, n) for u in n.users)))
+        if not buffer[n] and len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS or heavy[n]):
+            buffer[n] = reused[n] = True
         if buffer[n]:
             loads[n], ops[n] = frozenset([n]), 0
-    return {n for n, b in buffer.items() if not b and not _is_view(n)}
+    inside = {n for n, b in buffer.items() if not b and not _is_view(n)}
+    return inside | _kernel_local(nodes, inside, reused, readers)
+
+
+def _kernel_local(nodes: list[fx.Node], inside: set[fx.Node], reused: dict[fx.Node, bool],
+                  readers: dict[fx.Node, list[fx.Node]]) -> set[fx.Node]:
+    """Values realized for their several readers (``fused_values``) that every reader reads inside
+    one pointwise kernel of their own size: the scheduler fuses the two kernels and drops the
+    buffer, read only inside the fused one (``remove_kernel_local_buffers``). A SiLU's backward
+    reads its sigmoid twice, both in the kernel of its gradient: one buffer counted that the code
+    never allocates was 4% of a tiny Llama's peak. Not where that kernel computes a part of a
+    concatenation into its buffer (a fused gate-up projection's gradient: the sigmoid keeps its
+    buffer)."""
+    sinks: dict[fx.Node, frozenset] = {}  # the kernels (buffers made) each value is computed in
+    for n in reversed(nodes):
+        if n.op == "call_function" and not _is_view(n):
+            sinks[n] = (frozenset().union(*(sinks.get(u, frozenset([u])) for u in readers[n]))
+                        if n in inside else frozenset([n]))
+    def elementwise(n: fx.Node) -> list[fx.Node] | None:  # n's readers, if all read it where they write
+        out = []
+        for u in n.users:
+            if _is_view(u) and not _same_index_view(u):
+                return None
+            more = elementwise(u) if _is_view(u) else [u] if _numel(u) == _numel(n) else None
+            if more is None:
+                return None
+            out += more
+        return out
+
+    local = set()
+    for n in reused:
+        mine = elementwise(n)
+        kernels = frozenset().union(*(sinks.get(u, frozenset([u])) for u in mine or ()))
+        if mine and len(kernels) == 1 and all(u in inside or u in kernels for u in mine):
+            (k,) = kernels
+            if (k.op == "call_function" and not _extern(k) and _numel(k) == _numel(n) is not None
+                    and not any(u.target is torch.ops.aten.cat.default for u in k.users)):
+                local.add(n)  # (a concatenation's part, computed into its buffer, is not fused with it)
+    return local
+
+
+def _numel(n: fx.Node) -> int | None:
+    ts = _tensors(n.meta.get("val"))
+    return ts[0].numel() if len(ts) == 1 else None
 
 
 def _always_realized(n: fx.Node) -> bool:
