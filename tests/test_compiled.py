@@ -950,11 +950,11 @@ def _hf_vision(name: str) -> nn.Module:
     return transformers.ResNetForImageClassification(cfg).train()
 
 
-@pytest.mark.parametrize("fraction", [0.3, 0.45])
-def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met(fraction):
+def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
     """A byte budget inductor's code cannot meet is refused (not compiled over it), and the least
     budget the error names is met (45%: a plan made for 50% fits, so the one named is not yet
-    the least there is)."""
+    the least there is. 30% is refused and met the same way: left out for its two minutes)."""
+    fraction = 0.45
     import re
 
     from torch._dynamo.exc import BackendCompilerFailed
