@@ -242,6 +242,7 @@ def _kernel_local(nodes: list[fx.Node], inside: set[fx.Node], reused: dict[fx.No
         if n.op == "call_function" and not _is_view(n):
             sinks[n] = (frozenset().union(*(sinks.get(u, frozenset([u])) for u in readers[n]))
                         if n in inside else frozenset([n]))
+
     def elementwise(n: fx.Node) -> list[fx.Node] | None:  # n's readers, if all read it where they write
         out = []
         for u in n.users:
@@ -266,8 +267,10 @@ def _kernel_local(nodes: list[fx.Node], inside: set[fx.Node], reused: dict[fx.No
 
 
 def _numel(n: fx.Node) -> int | None:
+    """Elements of a node's one tensor (None: several, none, or a symbolic count)."""
     ts = _tensors(n.meta.get("val"))
-    return ts[0].numel() if len(ts) == 1 else None
+    count = ts[0].numel() if len(ts) == 1 else None
+    return count if isinstance(count, int) else None
 
 
 def _always_realized(n: fx.Node) -> bool:
