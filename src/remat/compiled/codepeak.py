@@ -237,6 +237,8 @@ def _kernel_local(nodes: list[fx.Node], inside: set[fx.Node], reused: dict[fx.No
     never allocates was 4% of a tiny Llama's peak. Not where that kernel computes a part of a
     concatenation into its buffer (a fused gate-up projection's gradient: the sigmoid keeps its
     buffer)."""
+    if not reused:  # (most walks: no pass over the graph for it)
+        return set()
     sinks: dict[fx.Node, frozenset] = {}  # the kernels (buffers made) each value is computed in
     for n in reversed(nodes):
         if n.op == "call_function" and not _is_view(n):
