@@ -67,7 +67,8 @@ def write_over_dying_inputs(gm: fx.GraphModule) -> int:
         with gm.graph.inserting_before(n):
             new = gm.graph.call_function(overload, n.args, {name: first})
         new.meta = {**n.meta, "val": first.meta["val"]}
-        _rebase(nodes[index[n] + 1:], StorageWeakRef(val.untyped_storage()), first.meta["val"])
+        old = StorageWeakRef(val.untyped_storage())
+        _rebase([m for m in holders.get(old, ()) if index[m] > index[n]], old, first.meta["val"])
         n.replace_all_uses_with(new)
         gm.graph.erase_node(n)
         done += 1
@@ -79,7 +80,8 @@ def write_over_dying_inputs(gm: fx.GraphModule) -> int:
 def _rebase(nodes: list[fx.Node], old: StorageWeakRef, base: torch.Tensor) -> None:
     """Views of the rewritten op's result (a ``detach`` the backward saves) are views of ``base``
     now: their recorded values are remade over its storage, as the code-peak walk tells storages
-    apart by them."""
+    apart by them. ``nodes``: those whose values hold ``old`` (not every later node: a tiny
+    Bloom's planning spent a quarter of its time remaking values that hold other storages)."""
     def remake(t: object) -> object:
         if isinstance(t, torch.Tensor) and StorageWeakRef(t.untyped_storage()) == old:
             return base.as_strided(t.size(), t.stride(), t.storage_offset())

@@ -145,6 +145,8 @@ class Planner:
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
         self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
         self._margin = FUSED_MARGIN  # this call's aside for the fused walk (``FUSED_MARGIN_CPU`` on the CPU)
+        self._made: dict[tuple, Any] = {}  # ``_again``: plans (or refusals) by the graph and terms they were made for
+        self._key: tuple | None = None     # this call's key to ``_made``
 
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool | str = False, index: int | None = None,
@@ -175,16 +177,16 @@ class Planner:
                                           f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
             # (the walks of this graph's splits read each value's storages once)
             if not symbolic:
-                return self._loss_only(*self._plan(gm, joint_inputs, **kw))
+                return self._loss_only(*self._plan_once(gm, joint_inputs, **kw))
             called = dynamic.symbols(gm)
             try:
-                fw, bw = self._plan(dynamic.hinted(gm, at), joint_inputs, **kw)
+                fw, bw = self._plan_once(dynamic.hinted(gm, at), joint_inputs, **kw)
             except InfeasibleError as e:
                 if all(called.get(k) == v for k, v in at.items()):
                     raise
                 fits_at = f"the budget does not fit the top of the sizes' bucket ({_sizes(at)}): {e}"
                 at = {k: called[k] for k in at}  # planned, and guarded, at the compiling call's sizes
-                fw, bw = self._plan(dynamic.hinted(gm, at), joint_inputs, **kw)
+                fw, bw = self._plan_once(dynamic.hinted(gm, at), joint_inputs, **kw)
                 self.planned[-1].notes.append(fits_at)
         # planned at the compiling call's sizes (or its buckets' tops); the code that runs is split
         # from the symbolic graph
@@ -224,6 +226,16 @@ class Planner:
         bw = tangents.without(bw, self._unused)
         bw.meta[tangents.ORIGINAL].planned = self.planned[-1]
         return fw, bw
+
+    def _plan_once(self, gm: fx.GraphModule, joint_inputs: Any, **kw: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """``_plan``, its refusal kept for the same graph and terms (``_again``)."""
+        self._key = None
+        try:
+            return self._plan(gm, joint_inputs, **kw)
+        except InfeasibleError as e:
+            if self._key is not None:
+                self._made[self._key] = e
+            raise
 
     def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
               tail: float, floor: bool | str, index: int | None, fused: bool | None, price: float,
@@ -270,6 +282,11 @@ class Planner:
                     f"graph runs). Remove the graph breaks (torch._dynamo.explain(model)(inputs) lists them), "
                     f"or give a percentage budget, which applies to each graph's own peak")
             target = left
+        made_for = (fingerprint(graph)["fingerprint"], target, base, held, before, tail, floor, price, inductor,
+                    self._fallback, self._unused, self.solver, self.mode, repr(sorted(options.items())))
+        self._key = made_for
+        if (again := self._again(jg, made_for, vanilla, held, tail, floor, started)) is not None:
+            return again
         pg = with_tail(graph, tail) if tail > 0 else graph  # the graph the solvers plan on
         if tail > 0:
             notes.append(f"the graphs after this one need {tail:.0f} bytes while its forward's leftovers live")
@@ -319,11 +336,41 @@ class Planner:
                                  "is used")
                     choice, steps, prediction, sp, code = own
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
+        if steps:  # (inductor's own partition, no remat schedule, is not kept: it is made again)
+            self._made[made_for] = (choice, steps, prediction, list(notes), code.peak)
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps)) if steps else code.saved
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
                                     tried=choice.tried, code=code, held=held, tail=tail, provisional=bool(floor),
+                                    recompute_time=self._recompute_time(jg, steps, prediction, sp)))
+        self._guard(jg, sp, code)
+        return sp.forward, sp.backward
+
+    def _again(self, jg: JointGraph, made_for: tuple, vanilla: float, held: float, tail: float,
+               floor: bool | str, started: float) -> tuple[fx.GraphModule, fx.GraphModule] | None:
+        """The plan made before for the same joint graph under the same budget and terms, split
+        again: dynamo compiles a graph again when a guard fails even though the graph is the same
+        (a Hugging Face classifier sets ``config.problem_type`` in its first call), and the search
+        (most of a plan's seconds) would find the same plan. None when there is none, or its code
+        peaks higher now. A refusal made for them is raised again."""
+        if made_for not in self._made:
+            return None
+        if isinstance(self._made[made_for], InfeasibleError):
+            raise self._made[made_for]
+        choice, steps, prediction, notes, peak = self._made[made_for]
+        sp, code = self._code(jg, steps)
+        if code.peak > peak:
+            return None
+        target = made_for[1]
+        graph = jg.graph
+        kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
+        notes = [*notes, "the same joint graph as one planned before under the same budget (dynamo compiled it again): "
+                 "its plan is used again, not searched for"]
+        self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction, vanilla=vanilla,
+                                    budget=target, split=sp, seconds=time.perf_counter() - started,
+                                    kept_bytes=kept_bytes, notes=notes, tried=choice.tried, code=code, held=held,
+                                    tail=tail, provisional=bool(floor),
                                     recompute_time=self._recompute_time(jg, steps, prediction, sp)))
         self._guard(jg, sp, code)
         return sp.forward, sp.backward
