@@ -937,7 +937,7 @@ class LossStep(nn.Module):
         return self.net(**kw).loss
 
 
-def _hf_vision(name: str) -> nn.Module:
+def _hf_classifier(name: str) -> nn.Module:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if name == "vit":
@@ -949,15 +949,21 @@ def _hf_vision(name: str) -> nn.Module:
     return transformers.ResNetForImageClassification(cfg).train()
 
 
+def _hf_vision(name: str) -> nn.Module:
+    """The classifier with ``config.problem_type`` set, as its first call sets it: one compile, not
+    two (the second, of the same graph, takes the first one's plan: tested on its own)."""
+    model = _hf_classifier(name)
+    model.config.problem_type = "single_label_classification"
+    return model
+
+
 def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
     """A byte budget inductor's code cannot meet is refused (not compiled over it), and the least
     budget the error names is met (45%: a plan made for 50% fits, so the one named is not yet
     the least there is. 30% is refused and met the same way: left out for its two minutes).
     Inductor runs a CNN's convolutions channels-last, copying their inputs: the budget named is
     below what that code can meet, so it is compiled without the layout optimization instead of
-    refused, says so, and its measured peak is the predicted one (within 2%: 1.6% over it on an Intel
-    host, inside the 1% the budget allows; the plan at 60% measured within 1%). (HF classifiers set
-    ``config.problem_type`` in their first call: dynamo compiles the graph again, its plan reused.)"""
+    refused, says so, and its measured peak is the predicted one."""
     fraction = 0.45
     import re
 
@@ -978,10 +984,9 @@ def test_backend_byte_budget_below_the_fused_floor_names_one_that_is_met():
     be = remat.backend(budget=named, solver="auto", compiler="inductor")
     peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
     assert peak <= named * 1.01
-    first, again = be.report
-    assert any("without inductor's channels-last layout optimization" in n for n in again["notes"]), again["notes"]
-    assert abs(peak - again["predicted_peak"]) <= 0.02 * peak  # 333,100 bytes against 327,716 on an Intel host
-    assert any("its plan is used again" in n for n in again["notes"]) and again["predicted_peak"] == first["predicted_peak"]
+    (rep,) = be.report
+    assert any("without inductor's channels-last layout optimization" in n for n in rep["notes"]), rep["notes"]
+    assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
     torch._dynamo.reset()
 
 
@@ -1170,7 +1175,7 @@ def _architecture_at_half(request: Any, name: str, threads: int) -> tuple[float,
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     peak = measure(torch.compile(model, backend=be), inputs, method="profiler", loss_fn=loss).peak
     torch._dynamo.reset()
-    rep = be.report[-1]  # (transformers sets config.problem_type in the first call: a recompile, planned again)
+    rep = be.report[-1]  # (a classifier sets config.problem_type in its first call: compiled again, same plan)
     return peak, budget, rep
 
 
@@ -1230,7 +1235,7 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     budget = fraction * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
-    rep = be.report[-1]  # (transformers sets config.problem_type in the first call: a recompile, planned again)
+    (rep,) = be.report
     assert "fused" in rep["chosen"]
     assert peak <= budget * 1.01
     assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
