@@ -30,7 +30,10 @@ from remat.bench import heldout  # noqa: E402
 from remat.measure import measure  # noqa: E402
 
 
-def run(name: str, size: str = "cpu") -> dict:
+def run(name: str, size: str = "cpu", compilers: tuple[str, ...] = ("eager", "inductor"),
+        peers: tuple[float, ...] = (1.0, 0.5)) -> dict:
+    """The rows for one model: eager, per-block, torch.compile at each of ``peers``
+    (``activation_memory_budget``), remat.backend with each of ``compilers`` at both budgets."""
     held = heldout.build(name, "cpu", size)
     torch.manual_seed(0)
     ids = torch.randint(0, held.config["vocab_size"], (held.config["batch"], held.config["seq"]))
@@ -41,11 +44,11 @@ def run(name: str, size: str = "cpu") -> dict:
 
     rows = {"eager": {"peak": peak(copy.deepcopy(held.model))}}
     rows["per-block"] = {"peak": peak(heldout.per_block(held)[0])}
-    for b in (1.0, 0.5):
+    for b in peers:
         torch._dynamo.reset()
         with torch._functorch.config.patch(activation_memory_budget=b):
             rows[f"torch.compile b={b}"] = {"peak": peak(torch.compile(copy.deepcopy(held.model)))}
-    for compiler in ("eager", "inductor"):
+    for compiler in compilers:
         for label, budget in (("100%", "100%"), ("at per-block's peak", int(rows["per-block"]["peak"]))):
             torch._dynamo.reset()
             be = remat.backend(budget=budget, compiler=compiler)
