@@ -32,12 +32,17 @@ def test_frozen_freezes_what_is_alive_and_thaws_it_after(thawed):
     assert gc.get_freeze_count() == 0
 
 
-def test_frozen_leaves_a_caller_s_own_freeze_alone(thawed):
+def test_frozen_leaves_a_caller_s_own_freeze_alone(thawed, monkeypatch):
+    """Neither frozen again nor thawed by remat (the count itself may fall meanwhile: a frozen
+    object that dies leaves the permanent generation, as one did under pytest-xdist)."""
     gc.freeze()
-    count = gc.get_freeze_count()
+    assert gc.get_freeze_count() > 0
+    calls = []
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "unfreeze", lambda: calls.append("unfreeze"))
     with heap.frozen():
         pass
-    assert gc.get_freeze_count() == count  # not thawed by remat
+    assert calls == []
 
 
 def test_frozen_thaws_after_an_error(thawed):
