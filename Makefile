@@ -15,7 +15,7 @@ demo: $(VENV_STAMP)
 	.venv/bin/remat demo
 
 test: $(VENV_STAMP)
-	$(PY) -m pytest -n 2 tests
+	$(PY) -m pytest -n 2 --dist worksteal tests
 
 bench-quick: $(VENV_STAMP)
 	.venv/bin/remat bench --suite quick

@@ -15,3 +15,13 @@ def nominal_cpu_costs(monkeypatch):
     fig = {**costs.DEVICES["cpu"], "measured": 1.0, "version": costs.FIGURES_VERSION}
     monkeypatch.setattr(costs, "calibrate", lambda: fig)
     return fig
+
+
+# files whose tests take a minute or more each (inductor compiles, bench smokes): handed out first, so that
+# under ``-n 2 --dist worksteal`` the short ones fill the end instead of one worker idling behind a long one
+LONG_FIRST = ("test_compiled.py", "test_bench.py", "test_architectures.py", "test_fusionguard.py",
+              "test_bench_compiled.py", "test_eager_paths.py")
+
+
+def pytest_collection_modifyitems(items: list) -> None:
+    items.sort(key=lambda item: item.path.name not in LONG_FIRST)  # stable: file order kept within each part
