@@ -6,6 +6,19 @@ sys.path.insert(0, str(Path(__file__).parent))
 import pytest  # noqa: E402
 
 
+@pytest.fixture(autouse=True)
+def _thread_count_restored():
+    """Each test starts at the worker's thread count: benchmarks run with one thread
+    (``torch.set_num_threads(1)``) and leave it set, and plans depend on the count (convolution
+    workspaces, measured costs): a ResNet test run after them in the same worker planned otherwise."""
+    import torch
+
+    before = torch.get_num_threads()
+    yield
+    if torch.get_num_threads() != before:
+        torch.set_num_threads(before)
+
+
 @pytest.fixture
 def nominal_cpu_costs(monkeypatch):
     """The CPU's nominal figures (``costs.DEVICES["cpu"]``) in place of this machine's measured
