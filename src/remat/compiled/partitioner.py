@@ -362,16 +362,21 @@ class Planner:
         sp, code = self._code(jg, steps)
         if code.peak > peak:
             return None
-        target = made_for[1]
-        graph = jg.graph
-        kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
         notes = [*notes, "the same joint graph as one planned before under the same budget (dynamo compiled it again): "
                  "its plan is used again, not searched for"]
-        self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction, vanilla=vanilla,
+        return self._use(jg, choice.plan, steps, prediction, sp, code, vanilla, made_for[1], started, notes,
+                         tried=choice.tried, held=held, tail=tail, provisional=bool(floor))
+
+    def _use(self, jg: JointGraph, plan: Plan, steps: list, prediction: Simulation, sp: Split, code: CodePeak,
+             vanilla: float, target: float, started: float, notes: list[str],
+             **more: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+        """Record a plan made before (stored, or kept by ``_again``), split as ``sp``, and hand
+        back its two graphs."""
+        kept_bytes = sum(jg.graph[v].mem for v in _kept(jg.graph, steps))
+        self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
-                                    kept_bytes=kept_bytes, notes=notes, tried=choice.tried, code=code, held=held,
-                                    tail=tail, provisional=bool(floor),
-                                    recompute_time=self._recompute_time(jg, steps, prediction, sp)))
+                                    kept_bytes=kept_bytes, notes=notes, code=code,
+                                    recompute_time=self._recompute_time(jg, steps, prediction, sp), **more))
         self._guard(jg, sp, code)
         return sp.forward, sp.backward
 
@@ -935,13 +940,8 @@ class Planner:
         target = float(plan.stats.get("target", plan.budget or vanilla))
         steps, prediction = _executed(graph, plan)
         sp, code = self._code(jg, steps)
-        kept_bytes = sum(graph[v].mem for v in _kept(graph, steps))
-        self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
-                                    budget=target, split=sp, seconds=time.perf_counter() - started,
-                                    kept_bytes=kept_bytes, notes=["stored plan: loaded, not planned"], code=code,
-                                    recompute_time=self._recompute_time(jg, steps, prediction, sp)))
-        self._guard(jg, sp, code)
-        return sp.forward, sp.backward
+        return self._use(jg, plan, steps, prediction, sp, code, vanilla, target, started,
+                         ["stored plan: loaded, not planned"])
 
 
 def _output_grads(jg: JointGraph, unused: frozenset[str]) -> tuple[float, int]:
