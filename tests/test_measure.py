@@ -90,3 +90,45 @@ def test_compare_times_reports_ratio_and_medians():
 
 def test_measure_is_exported():
     assert remat.measure is measure
+
+
+def test_warm_up_goes_on_while_a_step_compiles():
+    """A model whose second call compiles again (it sets an attribute in its first, as an HF
+    classifier sets ``config.problem_type``): the warm-up runs that step too, so the measured step
+    compiles nothing (before, it counted what compiling keeps)."""
+    import torch
+
+    import importlib
+
+    measuring = importlib.import_module("remat.measure")
+
+    class SetsOnFirstCall(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin, self.kind = torch.nn.Linear(8, 8), None
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            if self.kind is None:
+                self.kind = "set"
+            return self.lin(x).tanh()
+
+    torch._dynamo.reset()
+    net = torch.compile(SetsOnFirstCall(), backend="eager")
+    from torch._dynamo.utils import counters
+
+    seen = []
+    peak = measuring._tracker_peak
+
+    def tracked(step, params):
+        before = sum(counters["stats"].values())
+        got = peak(step, params)
+        seen.append(sum(counters["stats"].values()) - before)
+        return got
+
+    measuring._tracker_peak = tracked
+    try:
+        measuring.measure(net, (torch.randn(4, 8),), method="tracker")
+    finally:
+        measuring._tracker_peak = peak
+        torch._dynamo.reset()
+    assert seen == [0]
