@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 import torch
 from torch import nn
@@ -90,3 +92,80 @@ def test_compare_times_reports_ratio_and_medians():
 
 def test_measure_is_exported():
     assert remat.measure is measure
+
+
+class _SetsOnFirstCall(nn.Module):
+    """Sets an attribute in its first call (as an HF classifier sets ``config.problem_type``), so
+    dynamo's guard on it fails in the second call and that call compiles again."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.kind = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.lin(x)
+        if self.kind is None:
+            self.kind = "set"
+            return out.relu()
+        return out.tanh()
+
+
+@pytest.mark.parametrize("warmup", [1, 2])
+def test_the_measured_step_compiles_nothing(monkeypatch, warmup):
+    """Warm-up goes on while a step compiles: a compile inside the measured step counts what
+    compiling allocates and keeps. The measured step of a model that compiles again in its second
+    call compiles nothing."""
+    from torch._dynamo.utils import counters
+
+    m = sys.modules["remat.measure"]  # (``remat.measure`` is also the function)
+
+    def compiles() -> int:
+        return sum(counters["stats"].values()) + sum(counters["aot_autograd"].values())
+
+    seen = []
+    real = m._profiler_peak
+
+    def tracked(step, params):
+        before = compiles()
+        peak = real(step, params)
+        seen.append(compiles() - before)
+        return peak
+
+    monkeypatch.setattr(m, "_profiler_peak", tracked)
+    torch._dynamo.reset()
+    model = torch.compile(_SetsOnFirstCall(), backend="aot_eager")
+    measure(model, torch.randn(4, 8), method="profiler", warmup=warmup)
+    assert seen == [0]
+    torch._dynamo.reset()
+
+
+def test_compiled_code_is_measured_by_the_profiler_and_stays_compiled():
+    """A torch.compile'd model's buffers are made outside the dispatcher, where the tracker cannot
+    see them: "auto" measures it by the profiler, and the tracker is refused by name. A step
+    function that calls compiled code under the tracker runs it compiled, and it stays compiled
+    after (dynamo otherwise skips a frame seen under a dispatch mode for good)."""
+    runs = []
+
+    def backend(gm, example_inputs):
+        def run(*args):
+            runs.append(1)
+            return gm(*args)
+        return run
+
+    torch._dynamo.reset()
+    model = torch.compile(nn.Sequential(nn.Linear(8, 8), nn.Tanh()), backend=backend)
+    x = torch.randn(4, 8)
+    assert measure(model, x).method == "profiler"
+    with pytest.raises(remat.InputError, match="method='profiler'"):
+        measure(model, x, method="tracker")
+
+    def step(x):
+        model(x).sum().backward()
+
+    counted = len(runs)
+    measure(step, (x,), method="tracker", warmup=0)
+    assert len(runs) == counted + 1
+    model(x)
+    assert len(runs) == counted + 2
+    torch._dynamo.reset()
