@@ -45,10 +45,7 @@ class Guard:
 
     def allows(self, scheduler: Any, node1: Any, node2: Any) -> bool:
         """Whether fusing ``node1`` and ``node2`` keeps every kernel within ``limit``."""
-        s = self._state.get(id(scheduler))
-        if s is None or s[0] is not scheduler:
-            s = self._state[id(scheduler)] = (scheduler, *_positions(scheduler, self.live))
-        _, live, out, names = s
+        _, live, out, names = self._of(scheduler)
         members = [*node1.get_nodes(), *node2.get_nodes()]
         start = min(m.min_order for m in members)
         end = max(m.max_order for m in members)
@@ -65,6 +62,36 @@ class Guard:
                 self.vetoed += 1
                 return False
         return True
+
+    def joins(self, scheduler: Any, running: list[float] | None, node: Any, late: float) -> bool:
+        """Whether kernel ``node`` may run in one C++ function with the kernels before it (inductor's
+        CPU code allocates all the function's outputs before it and frees what they read after it).
+        ``running``: the bytes while each of those kernels runs (the walk's live bytes plus what the
+        function adds there; None: no kernel may join them); ``late``: the bytes they read last,
+        freed after the function where the walk frees them after their own kernel. It joins where
+        its output, allocated at the function's start, and the late bytes beside it keep every
+        kernel within ``limit``; ``running`` then counts it."""
+        if running is None:
+            return False
+        _, live, out, _ = self._of(scheduler)
+        members = node.get_nodes()
+        seen = [live[m.min_order] for m in members if m.min_order in live]
+        if not seen:
+            return False
+        own = max(seen) + late
+        size = sum(out.get(m.min_order, 0.0) for m in members)
+        if own > self.limit or any(r + size > self.limit for r in running):
+            return False
+        running[:] = [r + size for r in running]
+        running.append(own)
+        return True
+
+    def _of(self, scheduler: Any) -> tuple:
+        """(scheduler, live, out, names) of ``_positions``, worked out once per compile."""
+        s = self._state.get(id(scheduler))
+        if s is None or s[0] is not scheduler:
+            s = self._state[id(scheduler)] = (scheduler, *_positions(scheduler, self.live))
+        return s
 
 
 def _positions(scheduler: Any, walked: dict[str, float]) -> tuple[dict, dict, dict]:
