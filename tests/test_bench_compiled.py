@@ -274,3 +274,16 @@ def test_gpu_session_script_smoke_on_the_cpu(tmp_path):
         result = json.load(tar.extractfile("./gpt2/results.json"))
     assert {"./gpt2/report.md", "./gpt2/results.json"} <= names
     assert {"vanilla", "per-block checkpoint", "sac-matmul", "remat eager 50%"} <= {r["method"] for r in result["rows"]}
+
+
+def test_kernel_groups_smoke():
+    """``bench_kernel_groups.py``'s measurement on the quick ViT at 70%, both ways in this process
+    (its inductor cache keys the two apart): grouped where the guard allows, the code loads fewer
+    C++ modules than with one per kernel, and peaks where that code does, as predicted."""
+    bench = bench_scripts.load("bench_kernel_groups")
+    apart, grouped = (bench.one("vit", g, "quick", 0.7) for g in (False, True))
+    assert grouped["modules"] < apart["modules"]
+    assert abs(grouped["measured_peak"] - apart["measured_peak"]) <= 0.001 * apart["measured_peak"]
+    assert grouped["measured_peak"] <= 1.01 * grouped["budget"]
+    assert abs(grouped["measured_peak"] - grouped["predicted_peak"]) <= 0.01 * grouped["predicted_peak"]
+    assert grouped["first_step_seconds"] > 0

@@ -58,6 +58,7 @@ from . import fusionguard, tangents
 
 HORIZONTAL_DISTANCE = 1  # scheduler nodes apart: adjacent only (inductor's own limit is 64)
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
+GROUP_KERNELS = True     # CPU kernels share a C++ function where the guard allows (False: one each)
 
 
 def config_patches() -> dict[str, Any]:
@@ -70,7 +71,8 @@ def cache_key() -> str:
     caches: code cached without them is not handed back."""
     from .inductor_fixes import cache_key as fixes
 
-    return f"horizontal={HORIZONTAL_DISTANCE}:pool={BUFFER_POOL}:guarded:kernel-per-call:{fixes()}"
+    kernels = "grouped-where-guarded" if GROUP_KERNELS else "kernel-per-call"
+    return f"horizontal={HORIZONTAL_DISTANCE}:pool={BUFFER_POOL}:guarded:{kernels}:{fixes()}"
 
 
 def _choices(guard: Any = None) -> Any:
@@ -140,6 +142,9 @@ def _kernels_grouped(guard: Any) -> Iterator[None]:
     from torch._inductor.virtualized import V
 
     original = CppScheduling.codegen_node
+
+    if not GROUP_KERNELS:
+        guard = None
 
     def codegen_node(self: Any, node: Any) -> None:
         sched = V.graph.scheduler
