@@ -10,12 +10,16 @@ $(VENV_STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[test,hf]"
 	touch $(VENV_STAMP)
 
-.PHONY: demo test bench-quick clean
+.PHONY: demo test test-extended bench-quick clean
 demo: $(VENV_STAMP)
 	.venv/bin/remat demo
 
 test: $(VENV_STAMP)
-	$(PY) -m pytest -n 2 --dist worksteal tests
+	$(PY) -m pytest -n 2 --dist worksteal -m "not extended" tests
+
+# the minute-long end-to-end checks `make test` leaves out (tests marked `extended`)
+test-extended: $(VENV_STAMP)
+	$(PY) -m pytest -n 2 --dist worksteal -m extended tests
 
 bench-quick: $(VENV_STAMP)
 	.venv/bin/remat bench --suite quick

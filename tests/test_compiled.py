@@ -25,6 +25,10 @@ from remat.compiled.module import compile_step, run
 from remat.compiled.partitioner import FUSED_MARGIN, Planner
 from remat.measure import default_loss, measure
 
+# an end-to-end check of a minute or more whose path a cheaper test here also takes: ``make test-extended``
+# runs these, ``make test`` (CI) leaves them out to keep within its 15 minutes
+EXTENDED = pytest.mark.extended
+
 
 def _mlp() -> tuple[nn.Module, tuple]:
     torch.manual_seed(0)
@@ -463,7 +467,7 @@ def test_backend_byte_budget_holds_across_a_graph_break():
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("budget", ["100%", "60%"])
+@pytest.mark.parametrize("budget", [pytest.param("100%", marks=EXTENDED), "60%"])
 def test_backend_inductor_step_peak_is_measured_on_a_tied_embedding(budget):
     """HF GPT-2 ties its lm_head to the token embedding; dynamo breaks the graph at the loss.
     Inductor computes the lm_head's weight gradient where it is added to the embedding's, at the
@@ -852,7 +856,7 @@ def test_backend_eager_plans_a_dynamic_shape_graph_once_and_is_exact_at_every_le
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("name, compiler", [("llama", "eager"), ("gpt2", "inductor")])
+@pytest.mark.parametrize("name, compiler", [("llama", "eager"), pytest.param("gpt2", "inductor", marks=EXTENDED)])
 def test_backend_holds_a_byte_budget_at_every_length_of_a_dynamic_shape_graph(name, compiler, tmp_path,
                                                                               monkeypatch):
     """A byte budget is a promise about every step. A dynamic-shape graph compiled at length 24 is
@@ -1066,7 +1070,7 @@ def test_backend_refusal_names_the_gradients_torch_compile_hands_its_outputs():
     torch._dynamo.reset()
 
 
-@pytest.mark.parametrize("compiler", ["eager", "inductor"])
+@pytest.mark.parametrize("compiler", ["eager", pytest.param("inductor", marks=EXTENDED)])
 def test_backend_allocates_no_gradient_for_outputs_the_loss_does_not_use(compiler):
     """An HF causal LM given labels returns its loss, its logits and (use_cache left at the config's
     True) every layer's key and value. Under plain torch.compile autograd hands the backward zeros
@@ -1215,7 +1219,7 @@ def test_backend_inductor_plans_depthwise_convolutions_as_inductor_lays_them_out
     assert abs(peak - rep["predicted_peak"]) <= 0.05 * peak
 
 
-@pytest.mark.parametrize("name, fraction", [("vit", 0.8), ("resnet", 0.9)])
+@pytest.mark.parametrize("name, fraction", [("vit", 0.8), pytest.param("resnet", 0.9, marks=EXTENDED)])
 def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_budget(name, fraction,
                                                                                    nominal_cpu_costs):
     """HF ViT (its patch embedding a convolution that reads the images) and ResNet plan for
@@ -1312,6 +1316,7 @@ def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypat
         assert torch.equal(p.grad, q.grad), n
 
 
+@EXTENDED
 def test_backend_inductor_percentage_below_its_channels_last_floor_compiles_without_the_layout_optimization():
     """A percentage the channels-last code cannot meet (the HF ResNet's: over its vanilla peak,
     the convolutions' input copies included) is met without the layout optimization, with no

@@ -106,7 +106,7 @@ def test_a_kernel_joins_the_cpp_function_before_it_only_where_the_walk_allows(mo
     assert not guard.joins(sched, None, c, 0.0)
 
 
-@pytest.mark.parametrize("fraction", [0.31, 0.5])
+@pytest.mark.parametrize("fraction", [0.31, pytest.param(0.5, marks=pytest.mark.extended)])
 def test_remats_inductor_code_peaks_at_the_walks_prediction(fraction):
     """The benchmark's held-out Llama (bf16 autocast, CPU) under ``remat.backend(compiler="inductor")``.
     At 31% of the eager step's peak the code recomputes the residual stream, which inductor fused
