@@ -33,35 +33,35 @@ def one(name: str, grouped: bool, size: str = "cpu", fraction: float = 0.5) -> d
 
     from torch._inductor.async_compile import AsyncCompile
 
-    fusion.GROUP_KERNELS = grouped
     sources: set[str] = set()
-    load = AsyncCompile.cpp_pybinding
+    load, was = AsyncCompile.cpp_pybinding, fusion.GROUP_KERNELS
 
     def counted(self, argtypes, source_code):  # noqa: ANN001 - inductor's signature
         sources.add(source_code)
         return load(self, argtypes, source_code)
 
-    AsyncCompile.cpp_pybinding = counted
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    held = heldout.build(name, "cpu", size)
-    dtype = torch.bfloat16 if name == "llama" else None
+    AsyncCompile.cpp_pybinding, fusion.GROUP_KERNELS = counted, grouped
+    try:  # (the smoke runs this in a test worker: nothing is left patched)
+        torch._dynamo.reset()
+        torch.manual_seed(0)
+        held = heldout.build(name, "cpu", size)
+        dtype = torch.bfloat16 if name == "llama" else None
 
-    def task(net):
-        return heldout.Task(net, held.kind, held.labels, dtype, "cpu")
+        def task(net):
+            return heldout.Task(net, held.kind, held.labels, dtype, "cpu")
 
-    def peak(net):
-        return measure(task(net), held.inputs, method="profiler", loss_fn=lambda loss: loss).peak
+        def peak(net):
+            return measure(task(net), held.inputs, method="profiler", loss_fn=lambda loss: loss).peak
 
-    budget = fraction * peak(held.model)
-    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
-    net = heldout.Compiled(held.model, be, None, "remat")
-    started = time.perf_counter()
-    training_step(task(net), held.inputs, loss_fn=lambda loss: loss)()
-    first = time.perf_counter() - started
-    measured = peak(net)
-    AsyncCompile.cpp_pybinding = load
-    fusion.GROUP_KERNELS = True
+        budget = fraction * peak(held.model)
+        be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+        net = heldout.Compiled(held.model, be, None, "remat")
+        started = time.perf_counter()
+        training_step(task(net), held.inputs, loss_fn=lambda loss: loss)()
+        first = time.perf_counter() - started
+        measured = peak(net)
+    finally:
+        AsyncCompile.cpp_pybinding, fusion.GROUP_KERNELS = load, was
     modules = len(sources)
     return {"model": name, "dtype": "bf16" if dtype else "fp32", "grouped": grouped,
             "first_step_seconds": round(first, 1), "modules": modules, "budget": budget, "measured_peak": measured,
