@@ -141,3 +141,72 @@ def test_a_floor_search_within_a_time_limit_is_sought_again_without_one():
     full = judge.floor(g, "dp-exact")  # no limit: the solver's own floor, not the one cut short
     assert full.peak <= limited.peak and "cut_short" not in full.stats
     assert judge.floor(g, "dp-exact") is full
+
+
+def _all_canonical_peaks(g):
+    """The executed peak of every canonical strategy of a tiny graph (every increasing sequence
+    of lower sets ending in V), by brute force."""
+    from remat.solvers.common import stage_plan
+    from remat.solvers.selective import predict
+
+    p = Poset.of(g)
+    lowers = p.lower_sets()
+    peaks = []
+
+    def walk(prev, seq):
+        if prev == p.full:
+            stages = [p.ids(b & ~a) for a, b in zip([0, *seq], seq)]
+            peaks.append(predict(g, stage_plan(g, stages, "brute", None, 0.0))[1].peak)
+            return
+        for low in lowers:
+            if low & prev == prev and low != prev:
+                walk(low, [*seq, low])
+
+    walk(0, [])
+    return peaks
+
+
+def test_a_stage_solver_floor_is_sought_above_its_least_eq2_budget():
+    """Seed 000's memory-centric strategy at the least budget eq. (2) allows executes at 19 of
+    this graph's vanilla 20: eq. (2) counts no liveness, and at that budget only fine stages fit.
+    At a planning budget 1.2 times larger the memory-centric plan has two long stages and executes
+    at 16, the least of every canonical strategy here; that is the floor ``min_budget`` names and
+    ``solve`` meets (``judge.FLOOR_GRID``)."""
+    from remat import judge
+    from remat.solvers.selective import predict
+
+    g = remat.Graph(name="fork")
+    for v, mem, cost, inputs in [("v0", 3, 3, ()), ("v1", 3, 4, ("v0",)), ("v2", 2, 5, ("v1",)),
+                                 ("v3", 2, 5, ("v2",)), ("v4", 1, 1, ("v1",)), ("v5", 2, 1, ("v1", "v2"))]:
+        g.add_node(v, mem, cost, list(inputs))
+    assert simulate(g, remat.schedule.vanilla(g)).peak == 20
+    least = judge.own_min_budget(g, "dp-exact")
+    paper = solvers.get("dp-exact").fn(g, None, mode="memory", problem="training")
+    assert least == 16 and paper.stages == [["v0"], ["v1"], ["v2"], ["v3"], ["v4", "v5"]]
+    assert predict(g, paper)[1].peak == 19
+    assert min(_all_canonical_peaks(g)) == 16
+    assert judge.floor(g, "dp-exact").stages == [["v0", "v1"], ["v2", "v3", "v4", "v5"]]
+    for name in ("dp-exact", "dp-approx"):
+        assert remat.min_budget(g, name) == 16
+        plan = remat.solve(g, 16, name)
+        assert plan.feasible and plan.peak == 16
+        check_plan(g, plan)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(dags(min_nodes=2, max_nodes=7))
+def test_a_stage_solver_floor_is_no_higher_than_the_paper_s_procedure(g):
+    """The floor (``judge.FLOOR_GRID``) is the least executed peak of the stage solver's plans at
+    its least eq. (2) budget and above it: never above seed 000's memory-centric plan there, never
+    below the least executed peak of any canonical strategy, and met by ``solve``."""
+    from remat import judge
+    from remat.solvers.selective import predict
+
+    paper = solvers.get("dp-exact").fn(g, None, mode="memory", problem="training")
+    low = remat.min_budget(g, "dp-exact")
+    assert min(_all_canonical_peaks(g)) <= low <= predict(g, paper)[1].peak
+    for f in judge.FLOOR_GRID:
+        plan = solvers.get("dp-exact").fn(g, judge.own_min_budget(g, "dp-exact") * f, mode="memory",
+                                          problem="training")
+        assert low <= predict(g, plan)[1].peak
+    assert remat.solve(g, low, "dp-exact").feasible

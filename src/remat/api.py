@@ -63,8 +63,9 @@ def _graph_budget(graph: Graph, budget: Any, problem: str) -> float | None:
 
 def min_budget(graph: Graph, solver: str = "dp-approx", mode: str = "time", **options: Any) -> float:
     """The smallest budget ``solver`` meets on ``graph``: the executed peak of the least-peak
-    plan it makes (``remat.judge.floor``; at its own minimal budget where it has a shortcut,
-    else found by bisection, seed 000 §5.1). ``solve(graph, b, solver)`` is feasible for every
+    plan it makes (``remat.judge.floor``; at its own minimal budget where it has a shortcut, and
+    for the DP solvers their memory-centric plans at up to twice it, else found by bisection,
+    seed 000 §5.1). ``solve(graph, b, solver)`` is feasible for every
     ``b >= min_budget(graph, solver)``. Infinite when the solver makes no plan at all."""
     graph.validate()
     solvers.get(solver)
