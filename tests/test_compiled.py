@@ -1268,8 +1268,10 @@ def test_code_over_the_budget_searches_the_planning_budgets_down_to_the_floor():
         rep = remat.optimize(copy.deepcopy(model), inputs, budget, verify=False).report
         assert rep["predicted_peak"] <= budget * (1 + CODE_SLACK), (budget, rep["notes"])
         peaks[budget] = rep["predicted_peak"]
-    rep = remat.optimize(copy.deepcopy(model), inputs, 182_750, verify=False).report
-    assert rep["predicted_peak"] > 182_750 * (1 + CODE_SLACK)  # no plan's code meets it
+    # below every plan's code (182,750 was, until the DP solvers' floors were sought above eq. (2)'s least
+    # budget, ``judge.FLOOR_GRID``: a plan's code now meets 178,948 there)
+    rep = remat.optimize(copy.deepcopy(model), inputs, 165_000, verify=False).report
+    assert rep["predicted_peak"] > 165_000 * (1 + CODE_SLACK)  # no plan's code meets it
     assert rep["predicted_peak"] <= min(peaks.values())         # the least found, not the first over
     assert any("none of the" in n and "floor" in n for n in rep["notes"]), rep["notes"]
     module = remat.optimize(copy.deepcopy(model), inputs, 200_480)  # measured: within the budget
