@@ -332,7 +332,7 @@ def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict,
     liveness, and the memory-centric plan (most recomputation) at a larger planning budget has
     longer stages for liveness to act on (seed 000 §4.4). Its floor is the least over planning
     budgets ``FLOOR_GRID`` times that least one, memory-centric: on seed 000's captured networks
-    dp-approx goes from -75% to -83% on ResNet152, -80% to -83% on DenseNet161 (-81% in the paper)
+    dp-approx goes from -75% to -82% on ResNet152, -80% to -83% on DenseNet161 (-81% in the paper)
     and -77% to -81% on PSPNet (``bench/results/paper_fidelity``)."""
     limited = math.isfinite(deadline)
     search = _Search(graph, None, name, mode, options, deadline=deadline, time_aware=takes_time_limit(name))
