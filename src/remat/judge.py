@@ -348,8 +348,8 @@ def _floor_of(graph: Graph, name: str, spec: Any, mode: str, options: dict,
         if ran_out:
             note = f"{name}: its minimal-budget search ran to its time limit ({units(low)} found)"
             search.cut_short = f"{note}; {search.cut_short}" if search.cut_short else note
-        if name in STAGE_SOLVERS and math.isfinite(low):
-            for f in FLOOR_GRID:
+        if name in STAGE_SOLVERS and math.isfinite(low):  # seed 000's memory-centric plan (1.0) too
+            for f in FLOOR_GRID if mode == "memory" else (1.0, *FLOOR_GRID):
                 progress.note(f"{name}: memory-centric at {f:g}x its least eq. (2) budget")
                 if search.call(low * f, "memory") is None and time.perf_counter() > deadline:
                     break
