@@ -41,8 +41,8 @@ TIGHTEN_ROUNDS = 3            # planning budgets shrunk by the overshoot of the 
 TIGHTEN = (0.8, 0.6, 0.45, 0.3)  # then fixed fractions: solvers whose executed peak is far above their model
 STAGE_SOLVERS = ("dp-approx", "dp-exact", "dp-exhaustive")  # eq. (2): try memory-centric when time misses
 FLOOR_GRID = (1.1, 1.2, 1.3, 1.5, 1.75, 2.0)  # stage solvers' floor: planning budgets tried above eq. (2)'s
-# least, memory-centric (``_floor_of``; ten points from 1.05 found the same floors on seed 000's networks but DenseNet161's,
-# -83.1% against -82.9%, at twice the calls)
+# least, memory-centric (``_floor_of``; ten points from 1.05 found the same floors on seed 000's networks but
+# DenseNet161's, -83.1% against -82.9%, at twice the calls)
 BISECT_STEPS = 14             # floor search without a solver shortcut: precision 2**-14 of the vanilla peak
 FLOOR_KEY = "_remat_floors"   # where floors are cached on a Graph (dropped when the graph changes)
 
