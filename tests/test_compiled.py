@@ -1159,14 +1159,14 @@ def test_backend_inductor_holds_a_multi_query_attention_model_to_its_budget(requ
     three kernels later, moving the weight gradient's matmul that reads it after both
     (``fusion.HORIZONTAL_DISTANCE``). Two threads: inductor's parallel scatter-add in Falcon's
     backward wrote out of bounds (``inductor_fixes``)."""
-    peak, budget, _ = _architecture_at_half(request, "falcon", threads=2)
+    peak, budget, _ = _architecture_at(request, "falcon", threads=2)
     assert peak <= budget * 1.01
 
 
-def _architecture_at_half(request: Any, name: str, threads: int) -> tuple[float, int, dict]:
-    """An architectures-benchmark model under ``remat.backend(compiler="inductor")`` at half the
-    eager step's measured peak, with ``threads`` threads: its measured peak, the budget, and its
-    one graph's report."""
+def _architecture_at(request: Any, name: str, threads: int, fraction: float = 0.5) -> tuple[float, int, dict]:
+    """An architectures-benchmark model under ``remat.backend(compiler="inductor")`` at ``fraction``
+    of the eager step's measured peak, with ``threads`` threads: its measured peak, the budget, and
+    its one graph's report."""
     from remat.bench import architectures
 
     torch._dynamo.reset()
@@ -1175,7 +1175,7 @@ def _architecture_at_half(request: Any, name: str, threads: int) -> tuple[float,
     request.addfinalizer(lambda: torch.set_num_threads(before))
     model, inputs, _ = architectures.build(name)
     loss = lambda out: out.loss  # noqa: E731
-    budget = int(0.5 * measure(copy.deepcopy(model), inputs, method="profiler", loss_fn=loss).peak)
+    budget = int(fraction * measure(copy.deepcopy(model), inputs, method="profiler", loss_fn=loss).peak)
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     peak = measure(torch.compile(model, backend=be), inputs, method="profiler", loss_fn=loss).peak
     torch._dynamo.reset()
@@ -1208,13 +1208,16 @@ def test_backend_inductor_scatter_adds_within_the_buffer_with_several_threads():
 
 def test_backend_inductor_plans_depthwise_convolutions_as_inductor_lays_them_out(request):
     """HF ConvNeXt from a small config (depthwise 7x7 convolutions whose inputs are channels-last
-    in fx, through the permutes around each layer norm) at half the eager step's peak. Inductor
+    in fx, through the permutes around each layer norm) at 80% of the eager step's peak. Inductor
     decides the backward's layout itself: it lays each depthwise backward's input out in the
     order of its weight gradient's layout, not channels-last, and aten runs it contiguous, with
     0.1 MB of scratch where channels-last takes 6.4 MB (``codepeak.conv_backwards``). Before, the
     walk counted the channels-last scratch: it predicted 6.7x the measured peak, and the backend
-    refused any budget under 90% of the eager peak. One thread, as the benchmark."""
-    peak, budget, rep = _architecture_at_half(request, "convnext", threads=1)
+    refused any budget under 90% of the eager peak. One thread, as the benchmark. At 80%: an AMD
+    EPYC host's oneDNN takes 270 KB of scratch (measured, ``workspace``) for the last stage's
+    forward 7x7 convolution, which puts the fused code's floor at 73.7% of the eager peak there;
+    the Intel Xeon host this was first measured on met 50%."""
+    peak, budget, rep = _architecture_at(request, "convnext", threads=1, fraction=0.8)
     assert peak <= budget * 1.01
     assert abs(peak - rep["predicted_peak"]) <= 0.05 * peak
 
@@ -1281,11 +1284,13 @@ def test_code_over_the_budget_searches_the_planning_budgets_down_to_the_floor():
 def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypatch, nominal_cpu_costs):
     """An HF ResNet (tiny config, default arguments): convolution workspaces and batch-norm
     backward temporaries, which the planning graph does not model, put the code of every plan the
-    solvers make at 70% over the budget (164,792 bytes against 153,395). The selective search
-    judged by the generated code's own peak, started from the solvers' plans, finds one within it
-    that recomputes less; the measured peak (allocator level) is the predicted one, and the
-    gradients are eager's. (Nominal CPU costs: with an AMD EPYC host's measured ones a solver's
-    plan re-planned lower fits, and the search is not needed.)"""
+    solvers make over the planning graph's peak. Just under the least code peak the solvers' plans
+    reach (164,792 bytes on an Intel Xeon host, 164,656 on an AMD EPYC one: the workspaces are
+    measured on the host), none of them fits; the selective search judged by the generated code's
+    own peak, started from the solvers' plans, finds one within it. The measured peak (allocator
+    level) is the predicted one, and the gradients are eager's. (The budget is found on the host:
+    at a fixed 70% the search found a plan within it on the Intel host, and none exists on the
+    AMD one.)"""
     from remat.compiled.partitioner import CODE_SLACK, Planner
 
     transformers = pytest.importorskip("transformers")
@@ -1298,15 +1303,25 @@ def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypat
 
     model, inputs = build()
     ref = copy.deepcopy(model)
-    module = remat.optimize(model, inputs, "70%", verify=False)
+
+    def solvers_alone(budget: Any) -> Any:  # the solvers' plans only, the least code peak when none fits
+        with monkeypatch.context() as m:
+            m.setattr(Planner, "_code_selective", lambda *a, **k: None)
+            return remat.optimize(copy.deepcopy(ref), inputs, budget, verify=False).step.planned
+
+    low = solvers_alone("70%")
+    assert low.peak > low.budget * (1 + CODE_SLACK)  # the code holds more than the planning graph
+    budget = int(0.995 * low.peak)
+    for _ in range(3):  # (planned within more, a solver's plan may meet it: then just under that one)
+        alone = solvers_alone(budget)
+        if alone.peak > budget * (1 + CODE_SLACK):
+            break
+        budget = int(0.995 * alone.peak)
+    assert alone.peak > budget * (1 + CODE_SLACK)  # no solver's plan meets it
+    module = remat.optimize(model, inputs, budget, verify=False)
     planned = module.step.planned
     assert str(planned.plan.stats["chosen"]).endswith("selective-code"), planned.notes
-    assert planned.peak <= planned.budget * (1 + CODE_SLACK)
-    with monkeypatch.context() as m:  # the solvers' plans alone: none fits
-        m.setattr(Planner, "_code_selective", lambda *a, **k: None)
-        alone = remat.optimize(copy.deepcopy(ref), inputs, "70%", verify=False).step.planned
-    assert alone.peak > alone.budget * (1 + CODE_SLACK)
-    assert planned.prediction.recompute_cost < alone.prediction.recompute_cost
+    assert planned.peak <= budget * (1 + CODE_SLACK)
     measured = measure(module, inputs, method="profiler", warmup=0).peak
     assert abs(measured - planned.peak) <= 0.02 * planned.peak, (measured, planned.peak)
     model.load_state_dict(ref.state_dict())  # measure ran a step: start both from the same state

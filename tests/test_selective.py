@@ -205,6 +205,24 @@ def test_giving_back_never_leaves_the_budget(g, data):
         assert sim.peak == plan.peak <= budget * (1 + 1e-9)
 
 
+@SETTINGS
+@given(g=dags(max_nodes=9), data=st.data())
+def test_a_bound_skips_only_passes_that_cannot_get_below_it(g, data):
+    """With ``bound`` (the recompute cost of a plan the caller already has) the plan is the
+    unbounded one wherever that one recomputes less than the bound, and recomputes no less than
+    the bound wherever it does not: the skipped undo and give-back trials could not have mattered."""
+    start = data.draw(st.none() | st.sets(st.sampled_from(g.order)).map(set))
+    budget = data.draw(st.floats(0.3, 1.5)) * vanilla_peak(g)
+    free = selective.solve(g, budget, start=start)
+    bound = data.draw(st.floats(0.0, 1.5)) * max(free.recompute_cost, 1.0)
+    bounded = selective.solve(g, budget, start=start, bound=bound)
+    assert bounded.feasible == free.feasible
+    if free.recompute_cost < bound:
+        assert bounded.kept == free.kept and bounded.recompute_cost == free.recompute_cost
+    else:
+        assert bounded.recompute_cost >= bound
+
+
 def wide_chain() -> remat.Graph:
     """x -> [mm_i (4 bytes, cost 100) -> act_i (1 byte, cost 2)] * 3 -> loss."""
     g = remat.Graph(name="wide-chain")

@@ -13,6 +13,7 @@ planned within what the graphs before it hold (``held``), leaving room for the g
 
 from __future__ import annotations
 
+import math
 import time
 import warnings
 from collections import Counter
@@ -721,7 +722,7 @@ class Planner:
         for name, start in starts:
             plan = selective.solve(pg, target, self.mode, time_limit=seconds / len(starts),
                                    fusible=jg.fusible if self._fused else (), judge=judge, start=start,
-                                   undo=FUSED_UNDO)
+                                   undo=FUSED_UNDO, bound=best.recompute_cost if best is not None else math.inf)
             if plan.feasible and (best is None or plan.recompute_cost < best.recompute_cost):
                 plan.stats["chosen"] = name
                 best = plan

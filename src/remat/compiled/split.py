@@ -18,6 +18,7 @@ here, over that graph's placeholders (saved values, then tangents):
 
 from __future__ import annotations
 
+import copy
 import operator
 from dataclasses import dataclass
 
@@ -163,10 +164,10 @@ class Forward:
                 continue
             if n not in env:
                 if out is None:
-                    env[n] = g.node_copy(n, env.__getitem__)
+                    env[n] = _copy(g, n, env.__getitem__)
                 else:
                     with g.inserting_after(last) if last is not None else g.inserting_before(None):
-                        env[n] = g.node_copy(n, env.__getitem__)
+                        env[n] = _copy(g, n, env.__getitem__)
             last = env[n]
         values = tuple(env[x] if isinstance(x, fx.Node) else x for x in outputs)
         if out is None:
@@ -282,7 +283,7 @@ class _Emitter:
         def value(a: fx.Node) -> fx.Node:
             if a.op == "get_attr":  # a constant of the joint graph
                 if a not in env:
-                    env[a] = g.node_copy(a)
+                    env[a] = _copy(g, a)
                 return env[a]
             os_ = owner.get(a, ())
             if a in env and not any(o in copy_of for o in os_):
@@ -302,7 +303,7 @@ class _Emitter:
             cache = copy_of[os_[0]]
             if a in cache:
                 return cache[a]
-            new = g.node_copy(a, lambda x: value(x))
+            new = _copy(g, a, value)
             for o in os_:
                 copy_of[o][a] = new
             return new
@@ -320,7 +321,7 @@ class _Emitter:
                 new = g.call_function(_RUN_WITH_STATE, (state_of[u], n.target, *args), kwargs)
                 new.meta = dict(n.meta)
             else:
-                new = g.node_copy(_without_state_update(n), lambda x: value(x))
+                new = _copy(g, _without_state_update(n), value)
             copy_of[u] = {n: new}
             # every output of a multi-output op the backward reads, right away: a getitem derived
             # later (batch norm's mean, read by its backward step) would keep the whole tuple, the
@@ -334,7 +335,7 @@ class _Emitter:
             self.unplanned += not planned
 
         def emit(b: fx.Node) -> None:
-            env[b] = g.node_copy(_without_unused_reads(b), lambda x: env[x] if (x in env and not is_forward(x))
+            env[b] = _copy(g, _without_unused_reads(b), lambda x: env[x] if (x in env and not is_forward(x))
                                  else value(x))
 
         self._walk(value, recompute, emit)
@@ -345,6 +346,20 @@ class _Emitter:
                 n.meta["autograd_backward"] = True
         g.lint()
         return _make_graph_module(self.jg.gm, g)
+
+
+def _copy(g: fx.Graph, n: fx.Node, transform=lambda x: x) -> fx.Node:
+    """``g.node_copy(n, transform)``, its arguments set after the node is made: ``create_node``
+    scans every argument for raw symbolic values to warn about (torch 2.13), a third of the time
+    a split takes, and a split is made for every plan judged (a tiny 8-layer Llama: 52 for its
+    first compiled step). AOTAutograd's graphs pass sizes as nodes, never raw."""
+    args, kwargs = fx.map_arg(n.args, transform), fx.map_arg(n.kwargs, transform)
+    new = g.create_node(n.op, n.target, name=n.name, type_expr=n.type)
+    new.args = args
+    if kwargs:
+        new.kwargs = kwargs
+    new.meta = copy.copy(n.meta)
+    return new
 
 
 def _with_bindings(graph: fx.Graph, syms: list[fx.Node], saved: list[fx.Node]) -> list[fx.Node]:

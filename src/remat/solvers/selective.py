@@ -372,10 +372,14 @@ def _min_budget(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None =
 @register("selective", min_budget=_min_budget)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           time_limit: float | None = None, undo: int = 4, fusible: Iterable[str] = (),
-          judge: Judge | None = None, start: Iterable[str] | None = None, **options) -> Plan:
+          judge: Judge | None = None, start: Iterable[str] | None = None, bound: float = math.inf,
+          **options) -> Plan:
     """Selective recomputation: keep matmul-like values, recompute cheap ones (knapsack by ratio;
     ``mode="memory"``: by bytes freed). ``fusible`` and ``judge``: plan for fused code (module
-    docstring); ``start``: the kept set of another plan to drop more from (its prefix 0)."""
+    docstring); ``start``: the kept set of another plan to drop more from (its prefix 0);
+    ``bound``: the recompute cost the caller already has a plan for (another search's): the undo
+    and give-back passes are skipped where they cannot get below it (``_reaches``), so their
+    judged trials are not paid for a plan the caller drops."""
     started = time.perf_counter()
     deadline = started + (time_limit if time_limit is not None else math.inf)
     for order in _orders(mode, start):
@@ -402,10 +406,12 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
     kept, steps, sim = search.sims[k]
     peak = search.peak(k)
     if budget is not None and k > 0:
-        kept, steps, sim, peak, undone = _undo_costliest(graph, kept, moves[:k], float(budget), undo, search)
+        kept, steps, sim, peak, undone = _undo_costliest(graph, kept, moves[:k], float(budget), undo, search,
+                                                         bound)
         stats["undone"] = undone
     if budget is not None and search.again:
-        kept, steps, sim, peak, given = _give_back(graph, kept, steps, sim, peak, float(budget), undo, search)
+        kept, steps, sim, peak, given = _give_back(graph, kept, steps, sim, peak, float(budget), undo, search,
+                                                   bound)
         stats["given_back"] = given
     stats.update(prefix=k, simulations=len(search.sims))
     if search.cut_short:
@@ -417,7 +423,7 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
 
 
 def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: float, tries: int,
-                    search: _Search) -> tuple[set[str], list[Step], Simulation, float, int]:
+                    search: _Search, bound: float = math.inf) -> tuple[set[str], list[Step], Simulation, float, int]:
     """Keep again the values of the costliest moves of the prefix while the peak still fits.
 
     Moves whose values are recomputed before the peak step are tried first: what they save ends
@@ -439,12 +445,15 @@ def _undo_costliest(graph: Graph, kept: set[str], prefix: list[Move], budget: fl
     order = sorted(early, key=lambda i: -prefix[i].cost)
     order += sorted(set(range(len(prefix))) - set(early), key=lambda i: -prefix[i].cost)
     skip: set[int] = set()
-    for i in order[:tries]:
+    tried = [i for i in order[:tries] if prefix[i].cost > 0]
+    for t, i in enumerate(tried):
         if search.out_of_time():
             search.cut_short = search.cut_short or "undo pass stopped at the time limit"
             break
-        if prefix[i].cost <= 0:
-            continue
+        rest = set(tried[t:]) | skip  # all this pass may still undo
+        if not _reaches(graph, kept_of(graph, search.held, [m for j, m in enumerate(prefix) if j not in rest],
+                                       search.again), bound):
+            break
         trial = kept_of(graph, search.held, [m for j, m in enumerate(prefix) if j != i and j not in skip],
                         search.again)
         got = _cheaper_fit(graph, search, trial, sim.recompute_cost, budget)
@@ -467,7 +476,8 @@ def _cheaper_fit(graph: Graph, search: _Search, trial: set[str], recompute: floa
 
 
 def _give_back(graph: Graph, kept: set[str], steps: list[Step], sim: Simulation, peak: float, budget: float,
-               tries: int, search: _Search) -> tuple[set[str], list[Step], Simulation, float, int]:
+               tries: int, search: _Search, bound: float = math.inf
+               ) -> tuple[set[str], list[Step], Simulation, float, int]:
     """Keep again values the starting plan recomputes while the peak still fits: an order that
     starts from another plan (per-block checkpointing's floor) may fit with room to spare at
     prefix 0, where no move is left to undo. The candidates, costliest per byte first, are given
@@ -487,30 +497,46 @@ def _give_back(graph: Graph, kept: set[str], steps: list[Step], sim: Simulation,
         return tried[m] is not None
 
     n = len(order)
+    start = kept
+
+    def reaches(hi: int) -> bool:  # the plan keeps at most the first hi - 1 and ``tries`` more again
+        return _reaches(graph, start | set(order[:hi - 1 + tries]), bound)
+
     lo, hi = 0, n + 1  # the longest fitting prefix is in [lo, hi)
     m = 1
-    while m <= n and not search.out_of_time():
+    while m <= n and not search.out_of_time() and reaches(hi):
         if not fits(m):
             hi = m
             break
         lo, m = m, 2 * m
-    if hi == n + 1 and lo < n and not search.out_of_time():
+    if hi == n + 1 and lo < n and not search.out_of_time() and reaches(hi):
         lo, hi = (n, hi) if fits(n) else (lo, n)
-    while hi - lo > 1 and not search.out_of_time():
+    while hi - lo > 1 and not search.out_of_time() and reaches(hi):
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid)
     given = lo
     if lo:
         kept, steps, sim, peak = tried[lo]
-    for v in order[lo:lo + tries]:
+    rest = order[lo:lo + tries]
+    for t, v in enumerate(rest):
         if search.out_of_time():
             search.cut_short = search.cut_short or "give-back pass stopped at the time limit"
+            break
+        if not _reaches(graph, kept | set(rest[t:]), bound):
             break
         got = trial({v})
         if got is not None:
             kept, steps, sim, peak = got
             given += 1
     return kept, steps, sim, peak, given
+
+
+def _reaches(graph: Graph, kept: set[str], bound: float) -> bool:
+    """Whether the plan keeping ``kept`` (all a pass may keep again) recomputes less than ``bound``:
+    one keeping only some of those values again recomputes no less (``schedule.from_kept``
+    recomputes each value once, the closure of what the backward reads, stopping at kept values).
+    One simulation, where the pass judges a walk per trial."""
+    return bound == math.inf or executed(graph, kept)[1].recompute_cost < bound
 
 
 def kept_of(graph: Graph, held: set[str], moves: list[Move], again: Iterable[str] = ()) -> set[str]:
