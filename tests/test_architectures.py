@@ -31,15 +31,18 @@ def test_shared_layers_under_bf16_autocast_train_with_eagers_gradients():
 
 def test_a_refused_budget_names_one_that_is_met_below_per_block_checkpointing():
     """ConvNeXt V2 on the CPU (depthwise convolutions, whose backward allocates im2col columns the
-    planning graph does not see): 50% is refused, naming the least that the code-judged search reaches
-    (from per-block checkpointing's floor), not the solvers' least plan's (0.883 of the vanilla peak,
-    above per-block checkpointing's 0.851). The budget named is met, at or below per-block's peak."""
+    planning graph does not see): 30% is refused, naming the least that the code-judged search reaches
+    (from per-block checkpointing's floor), not the solvers' least plan's (on an Intel Xeon host 0.883
+    of the vanilla peak, above per-block checkpointing's 0.851). The budget named is met, at or below
+    per-block's peak (on an AMD EPYC host, whose oneDNN returns the downsampling convolutions' weight
+    gradients channels-last: 0.476 against 0.492 since the backward copies them into the weights'
+    layout where they are made, ``gradlayout``; 0.539 before, and the walk 131 KB under the measure)."""
     import remat
     from remat.errors import InfeasibleError
 
     model, inputs, _ = architectures.build("convnextv2")
     with pytest.raises(InfeasibleError) as refused:
-        remat.optimize(model, inputs, "50%")
+        remat.optimize(model, inputs, "30%")
     named = refused.value.needed
     planned = remat.optimize(model, inputs, int(named) + 1)
     assert planned.report.measured_peak <= named + 1

@@ -21,7 +21,8 @@ same dtype and size (inductor's in-place reuse: in fp32 a Llama's log-softmax gr
 saved logits' storage, 8 MiB of a 25 MiB peak). Around convolutions (inductor's layout
 optimization): inputs copied channels-last, a reshape of a channels-last value for an extern
 kernel is a copy, a pooled operand gets a buffer, a scatter computes its zeros in its own buffer,
-and a returned 3x3 weight gradient is a temporary until autograd copies it into ``.grad``.
+and a returned 3x3 weight gradient is a temporary until autograd copies it into ``.grad`` (in
+eager code: any returned gradient whose strides are not its parameter's).
 Convolutions and bf16 matmuls count their workspaces while they run, fused or not
 (``workspace``). A model of inductor's fusion, not its scheduler: ``bench/bench_compiled.py``
 compares it with the measured peak of the compiled code (ViT, GPT-2, Llama and ResNet on the
@@ -764,6 +765,24 @@ def _restrided(n: fx.Node) -> bool:
     return len(ts) == 1 and ts[0].dim() == 4 and ts[0].shape[2] * ts[0].shape[3] > 1
 
 
+def _flat_outputs(out: fx.Node) -> list:
+    """The backward's outputs in order: one gradient (or None) per primal of the forward."""
+    args = out.args[0]
+    return list(args) if isinstance(args, (tuple, list)) else [args]
+
+
+def _breaks_layout_contract(grad: fx.Node, primal: fx.Node) -> bool:
+    """Whether autograd copies this returned gradient into ``.grad`` instead of taking it:
+    ``AccumulateGrad`` takes a gradient whose strides are its parameter's (over the dimensions
+    longer than one) and clones any other, so the returned one is a temporary (a convolution
+    reading a channels-last input returns its weight's gradient channels-last: 131 KB of an HF
+    ConvNeXt V2's 1.96 MB peak, which the walk had under-predicted by that much)."""
+    g, p = grad.meta.get("val"), primal.meta.get("val")
+    if not isinstance(g, torch.Tensor) or not isinstance(p, torch.Tensor) or g.shape != p.shape:
+        return False
+    return any(size > 1 and gs != ps for size, gs, ps in zip(g.shape, g.stride(), p.stride()))
+
+
 def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int,
               fused: bool = False, unused: frozenset[str] = frozenset(), traces: dict | None = None) -> CodePeak:
     """Peak live bytes of one step of the two graphs (see the module docstring; ``fused``: as
@@ -832,7 +851,11 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
         layout = convs[made][0] if made in convs else "channels_last" if channels_last else "fx"
         return layout == "channels_last" and _restrided(a)
 
-    returned = frozenset(ref for a in grads if not channels_last_grad(a) for ref, _ in _storages(a))
+    primals = list(forward.graph.find_nodes(op="placeholder"))
+    copied_out = set() if fused else {a for j, a in enumerate(_flat_outputs(out_b)) if isinstance(a, fx.Node)
+                                      and j < len(primals) and _breaks_layout_contract(a, primals[j])}
+    returned = frozenset(ref for a in grads if not channels_last_grad(a) and a not in copied_out
+                         for ref, _ in _storages(a))
     bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated),
                         channels_last=channels_last, convs=convs, trace=None if traces is None else traces["backward"])
     if traces is not None:

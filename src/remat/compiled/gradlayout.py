@@ -1,0 +1,72 @@
+"""The generated eager backward returns each parameter's gradient laid out as the parameter.
+
+Autograd's ``AccumulateGrad`` takes a returned gradient as ``.grad`` when its strides are its
+parameter's, and otherwise copies it into the parameter's layout. A convolution reading a
+channels-last input (ConvNeXt's downsampling layers, after the permutes around a layer norm)
+returns its weight's gradient channels-last for a contiguous weight. Eager autograd copies each
+as soon as it is made, so the channels-last one dies at once; AOTAutograd's backward returns every
+gradient when it ends, so each such gradient lived through the rest of the backward and was
+copied only then: an HF ConvNeXt V2's code held four of them (0.18 MB, 9% of its 1.96 MB step),
+and its least plan measured 9% above per-block checkpointing's peak. Here the copy is made in the
+backward right after the gradient, as eager makes it: the same values (a copy), the same bytes
+at the same time. Inductor lays its outputs out itself (``codepeak``'s fused walk), so this pass
+is for fx-generated code.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.fx as fx
+
+from .codepeak import _breaks_layout_contract, _flat_outputs
+from .dynamic import is_symbolic
+
+
+def grads_as_parameters(forward: fx.GraphModule, backward: fx.GraphModule) -> int:
+    """Copy each returned gradient whose strides are not its parameter's (``forward``'s placeholder
+    at the same position) into the parameter's memory format, right after it is made. Returns the
+    gradients copied."""
+    primals = list(forward.graph.find_nodes(op="placeholder"))
+    out = next(iter(backward.graph.find_nodes(op="output")))
+    outs = _flat_outputs(out)
+    done = 0
+    for j, grad in enumerate(outs):
+        if not isinstance(grad, fx.Node) or j >= len(primals) or not _breaks_layout_contract(grad, primals[j]):
+            continue
+        fmt = _memory_format(primals[j].meta["val"])
+        if fmt is None or is_symbolic(grad):
+            continue
+        with backward.graph.inserting_after(grad):
+            copy = backward.graph.call_function(torch.ops.aten.clone.default, (grad,), {"memory_format": fmt})
+        copy.meta = {**grad.meta, "val": _like(grad.meta["val"], primals[j].meta["val"])}
+        outs[j] = copy
+        done += 1
+    if done:
+        out.args = (tuple(outs),)
+        backward.recompile()
+    return done
+
+
+def _memory_format(param: torch.Tensor) -> torch.memory_format | None:
+    """The memory format ``param`` is dense in: contiguous, or channels-last (4-D, 5-D); else None."""
+    if param.is_contiguous():
+        return torch.contiguous_format
+    if param.dim() == 4 and param.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    if param.dim() == 5 and param.is_contiguous(memory_format=torch.channels_last_3d):
+        return torch.channels_last_3d
+    return None
+
+
+def _like(grad: torch.Tensor, param: torch.Tensor) -> torch.Tensor:
+    """A tensor like the (fake) gradient with the parameter's strides: the copy's value."""
+    from torch._subclasses.fake_tensor import maybe_get_fake_mode
+
+    from .costs import real_mode
+
+    mode = maybe_get_fake_mode(grad)
+    with real_mode():
+        if mode is None:
+            return torch.empty_strided(grad.shape, param.stride(), dtype=grad.dtype, device="meta")
+        with mode:
+            return torch.empty_strided(grad.shape, param.stride(), dtype=grad.dtype, device=grad.device)
