@@ -86,6 +86,7 @@ def test_a_mixture_of_experts_routes_another_batch_as_eager_does():
                if q.grad is not None)
 
 
+@pytest.mark.extended  # ``_below``'s search: test_compiled's test_code_over_the_budget_searches_the_planning_budgets...
 def test_a_judged_plan_that_recomputes_far_more_is_weighed_against_lower_planning_budgets(monkeypatch):
     """EfficientNet-B0 under bf16 autocast (mixed-dtype batch norms, depthwise convolutions,
     stochastic depth): at 50% the plan within the budget runs over it in the generated code. With
@@ -101,6 +102,7 @@ def test_a_judged_plan_that_recomputes_far_more_is_weighed_against_lower_plannin
     assert row["recompute_fraction"] < 0.5
 
 
+@pytest.mark.extended  # two minutes; the backend under inductor on HF models: test_compiled's inductor tests
 def test_bench_runs_an_architecture_under_torch_compile_within_its_budget(tmp_path, monkeypatch):
     """``--compiler inductor``: remat.backend at half the eager peak beside torch.compile; the row
     says the measured peak is within the budget, and gradients are as close to eager's as

@@ -28,7 +28,7 @@ def _budget_between(g, frac):
     return lo + round(frac * (hi - lo))
 
 
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=50, deadline=None)
 @given(dags(max_nodes=7), st.floats(0, 1), st.sampled_from(["time", "memory"]))
 def test_exact_reaches_the_exhaustive_optimum(g, frac, mode):
     budget = _budget_between(g, frac)

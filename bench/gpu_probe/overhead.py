@@ -3,6 +3,7 @@ ViT 1.037x vanilla, where the CPU reads <= 1.02x): kernels or the CPU keeping ah
 
     python3 bench/gpu_probe/overhead.py OUT [MODELS]    # MODELS default gpt2,vit; bf16 autocast
     DEVICE=cpu .venv/bin/python bench/gpu_probe/overhead.py /tmp/o gpt2   # smoke here (CPU sizes, CPU ops)
+    (STEPS=N: N timed steps and N // 3 warm-ups instead of 10 and 3; the test suite's smoke takes 2)
 
 Per model, vanilla and remat "100%" (the benchmark's models, sizes and Task), each warmed up:
 - step ms: median of 10 synchronized steps;
@@ -30,9 +31,10 @@ from remat.bench import heldout  # noqa: E402
 
 DEVICE = os.environ.get("DEVICE", "cuda")
 sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
+STEPS = int(os.environ.get("STEPS", "10"))
 
 
-def timed(step, n: int = 10) -> tuple[float, float]:
+def timed(step, n: int = STEPS) -> tuple[float, float]:
     """(median synchronized step ms, median enqueue ms)."""
     steps, enqueue = [], []
     for _ in range(n):
@@ -100,7 +102,7 @@ def main(argv: list[str] | None = None) -> None:
                 task(**held.inputs).backward()
                 torch._foreach_zero_([p.grad for p in params if p.grad is not None])
 
-            for _ in range(3):
+            for _ in range(max(1, STEPS // 3)):
                 step()
             ms, enq = timed(step)
             k = kernels(step)
