@@ -29,8 +29,7 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import remat  # noqa: E402
 from remat.bench import architectures  # noqa: E402
-from remat.compiled import partitioner  # noqa: E402
-from remat.compiled.codepeak import _breaks_layout_contract, _flat_outputs  # noqa: E402
+from remat.compiled import gradlayout, partitioner  # noqa: E402
 from remat.measure import measure  # noqa: E402
 
 # (budget, solver): a fixed solver at 60% (the same plan both ways), then auto down to its least
@@ -41,10 +40,7 @@ def _restrided(module: torch.nn.Module) -> int:
     """Gradients the generated backward returns with strides other than their parameter's (each one
     lives to the end of the backward before autograd copies it; ``gradlayout`` leaves none)."""
     split = module.step.planned.split
-    primals = list(split.forward.graph.find_nodes(op="placeholder"))
-    out = next(iter(split.backward.graph.find_nodes(op="output")))
-    return sum(isinstance(g, torch.fx.Node) and j < len(primals) and _breaks_layout_contract(g, primals[j])
-               for j, g in enumerate(_flat_outputs(out)))
+    return len(gradlayout.restrided(split.forward, split.backward))
 
 
 def _grads_equal(module: torch.nn.Module, ref: torch.nn.Module, inputs: dict) -> bool:

@@ -11,8 +11,7 @@ import torch
 
 import remat
 from remat.bench import architectures
-from remat.compiled import partitioner
-from remat.compiled.codepeak import _breaks_layout_contract, _flat_outputs
+from remat.compiled import gradlayout, partitioner
 from remat.measure import measure
 
 
@@ -24,10 +23,7 @@ def _planned(model, inputs):
 
 def _restrided(planned) -> int:
     """Returned gradients whose strides are not their parameter's."""
-    primals = list(planned.split.forward.graph.find_nodes(op="placeholder"))
-    out = next(iter(planned.split.backward.graph.find_nodes(op="output")))
-    return sum(isinstance(g, torch.fx.Node) and j < len(primals) and _breaks_layout_contract(g, primals[j])
-               for j, g in enumerate(_flat_outputs(out)))
+    return len(gradlayout.restrided(planned.split.forward, planned.split.backward))
 
 
 def test_gradients_are_returned_in_their_parameters_layout_and_the_step_holds_less(monkeypatch):

@@ -21,17 +21,24 @@ import torch.fx as fx
 from .codepeak import _breaks_layout_contract, _flat_outputs
 
 
+def restrided(forward: fx.GraphModule, backward: fx.GraphModule) -> list[int]:
+    """Positions of the gradients ``backward`` returns whose strides are not their parameter's
+    (``forward``'s placeholder at the same position)."""
+    primals = list(forward.graph.find_nodes(op="placeholder"))
+    out = next(iter(backward.graph.find_nodes(op="output")))
+    return [j for j, grad in enumerate(_flat_outputs(out))
+            if isinstance(grad, fx.Node) and j < len(primals) and _breaks_layout_contract(grad, primals[j])]
+
+
 def grads_as_parameters(forward: fx.GraphModule, backward: fx.GraphModule) -> int:
-    """Copy each returned gradient whose strides are not its parameter's (``forward``'s placeholder
-    at the same position) into the parameter's memory format, right after it is made. Returns the
-    gradients copied."""
+    """Copy each returned gradient whose strides are not its parameter's (``restrided``) into the
+    parameter's memory format, right after it is made. Returns the gradients copied."""
     primals = list(forward.graph.find_nodes(op="placeholder"))
     out = next(iter(backward.graph.find_nodes(op="output")))
     outs = _flat_outputs(out)
     done = 0
-    for j, grad in enumerate(outs):
-        if not isinstance(grad, fx.Node) or j >= len(primals) or not _breaks_layout_contract(grad, primals[j]):
-            continue
+    for j in restrided(forward, backward):
+        grad = outs[j]
         fmt = _memory_format(primals[j].meta["val"])
         if fmt is None:
             continue
