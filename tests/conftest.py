@@ -19,6 +19,16 @@ def _thread_count_restored():
         torch.set_num_threads(before)
 
 
+@pytest.fixture(autouse=True)
+def _floors_forgotten():
+    """Each test seeks its floors afresh: ``remat.judge`` keeps them by the graph's content across
+    planning calls, and a test that stands a solver in (monkeypatch) must not see another's."""
+    yield
+    from remat import judge
+
+    judge.forget_floors()
+
+
 @pytest.fixture
 def nominal_cpu_costs(monkeypatch):
     """The CPU's nominal figures (``costs.DEVICES["cpu"]``) in place of this machine's measured

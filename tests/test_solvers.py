@@ -144,6 +144,30 @@ def test_a_floor_search_within_a_time_limit_is_sought_again_without_one():
     assert judge.floor(g, "dp-exact") is full
 
 
+def test_floors_are_kept_by_the_graphs_content():
+    """A model planned again traces to a new graph with the same nodes: its floors are not sought
+    again, and the floor a refusal named is the one the retry finds. A graph that differs (a node,
+    the values kept from recomputation) has floors of its own."""
+    from remat import judge
+
+    def build(pinned=()):
+        g = branches(3, 6)
+        if pinned:
+            g.pinned = frozenset(pinned)
+        return g
+
+    first = judge.floor(build(), "dp-exact")
+    assert judge.floor(build(), "dp-exact") is first  # another object, the same content
+    changed = build()
+    changed.add_node("extra", 1, 1, [changed.order[-1]])
+    assert judge.floor(changed, "dp-exact") is not first
+    kept = sorted(build().order)[:2]
+    pinned = judge.floor(build(kept), "selective")
+    assert pinned is not judge.floor(build(), "selective") and set(kept) <= set(pinned.kept)
+    judge.forget_floors()
+    assert judge.floor(build(), "dp-exact") is not first
+
+
 def _all_canonical_peaks(g):
     """The executed peak of every canonical strategy of a tiny graph (every increasing sequence
     of lower sets ending in V), by brute force."""

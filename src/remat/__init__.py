@@ -23,6 +23,10 @@ Modules, in processing order (data only flows down):
     cli.py        the ``remat`` command (one module per subcommand in commands/)
 """
 
+import importlib
+import sys
+import types
+
 from .api import min_budget, solve
 from .budget import fmt_bytes, parse_budget
 from .errors import (BudgetError, CaptureError, GraphError, InfeasibleError, InputError, RematError,
@@ -30,17 +34,50 @@ from .errors import (BudgetError, CaptureError, GraphError, InfeasibleError, Inp
 from .graph import Graph, GraphError, Node
 from .plan import Plan
 from .simulate import ScheduleError, Simulation, simulate
-# torch-backed front-end (capture.py, runtime.py, measure.py, optimize.py); imported after the
-# submodules of the same names so that remat.capture / remat.measure / remat.optimize are the functions
-from .capture import capture  # noqa: E402
-from .measure import measure  # noqa: E402
-from .optimize import optimize  # noqa: E402
-from .compiled.backend import backend  # noqa: E402
-from . import zoo  # noqa: E402
-from . import distributed, hf, plancache  # noqa: E402  (remat.hf.enable: Hugging Face Trainer in one line)
-from .report import Report  # noqa: E402
-from .explain import Explanation, explain  # noqa: E402  (remat.explain / remat.fit are the functions)
-from .fit import Fit, fit  # noqa: E402
+
+# The torch-backed front-end is imported when first used: planning a graph (remat.solve, and the
+# command line's solve, compare and min-budget) needs no torch, and importing it (dynamo
+# included) took 4 of the 6 seconds of ``remat --version``. Name -> (submodule, attribute; None:
+# the submodule itself).
+_LAZY = {"capture": ("capture", "capture"), "measure": ("measure", "measure"),
+         "optimize": ("optimize", "optimize"), "backend": ("compiled.backend", "backend"),
+         "zoo": ("zoo", None), "distributed": ("distributed", None), "hf": ("hf", None),
+         "plancache": ("plancache", None), "Report": ("report", "Report"),
+         "Explanation": ("explain", "Explanation"), "explain": ("explain", "explain"),
+         "Fit": ("fit", "Fit"), "fit": ("fit", "fit")}
+
+
+def __getattr__(name: str):
+    """``remat.optimize`` and the rest of the torch front-end (``_LAZY``), and any submodule
+    (``remat.runtime``), imported on first use."""
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        value = importlib.import_module(f"{__name__}.{module}")
+        value = value if attr is None else getattr(value, attr)
+    elif importlib.util.find_spec(f"{__name__}.{name}") is not None:
+        value = importlib.import_module(f"{__name__}.{name}")
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+class _Package(types.ModuleType):
+    """The package module: a submodule named as the function it holds (``remat.optimize``,
+    ``remat.capture``, ``remat.measure``, ``remat.explain``, ``remat.fit``) stays the function
+    when the import system binds the submodule to the package."""
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if isinstance(value, types.ModuleType) and _LAZY.get(name, (None, None))[1] == name:
+            value = getattr(value, name, value)
+        super().__setattr__(name, value)
+
+
+sys.modules[__name__].__class__ = _Package
 
 __all__ = ["BudgetError", "CaptureError", "Graph", "GraphError", "InfeasibleError", "InputError", "Node", "Plan",
            "RematError", "ScheduleError", "Simulation", "SolverError", "StepError", "TooManyLowerSets",

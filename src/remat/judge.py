@@ -16,7 +16,7 @@ whose executed schedule fits B:
 3. if it does not fit, where the solver's own model said it fits (an under-estimate): tighter
    planning budgets, shrunk by the overshoot, then the memory-centric plan (stage solvers), then
    fixed fractions of B;
-4. else its ``floor``: the plan of least executed peak it was seen to make (cached per graph).
+4. else its ``floor``: the plan of least executed peak it was seen to make (cached by the graph's content).
 
 So ``solve(g, B, s)`` is feasible for every B at or above ``min_budget(g, s)``, which is the
 floor's peak: feasibility is monotone in the budget by construction, and a budget an error
@@ -26,8 +26,10 @@ message names is always met. Torch-free, like the solvers.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
+from collections import OrderedDict
 from typing import Any, Callable
 
 from . import progress, solvers
@@ -44,7 +46,9 @@ FLOOR_GRID = (1.1, 1.2, 1.3, 1.5, 1.75, 2.0)  # stage solvers' floor: planning b
 # least, memory-centric (``_floor_of``; ten points from 1.05 found the same floors on seed 000's networks but
 # DenseNet161's, -83.1% against -82.9%, at twice the calls)
 BISECT_STEPS = 14             # floor search without a solver shortcut: precision 2**-14 of the vanilla peak
-FLOOR_KEY = "_remat_floors"   # where floors are cached on a Graph (dropped when the graph changes)
+FLOOR_KEY = "_remat_floors"   # where a Graph keeps its floors (dropped when the graph changes)
+FLOOR_GRAPHS = 16             # graphs whose floors are kept by content (``floors``)
+_FLOORS: OrderedDict[tuple, dict] = OrderedDict()
 
 
 def units(x: float) -> str:
@@ -259,15 +263,57 @@ def _floor_key(name: str, mode: str, options: dict) -> tuple:
     return (name, mode, tuple(sorted((k, repr(v)) for k, v in options.items() if k != "time_limit")))
 
 
+def floors(graph: Graph) -> dict:
+    """The floors found on ``graph``, shared by every graph of the same content (name and nodes,
+    in order): a model planned again (a refused budget retried at the one the refusal named,
+    another budget, a recompile) traces to a new planning graph with the same nodes, and its
+    floors (6 s of a 72-node tiny Bloom's 9 s of planning) are not sought again. It also keeps
+    that retry's floor the one the refusal named, where a search cut short by a time limit could
+    otherwise end elsewhere. The last ``FLOOR_GRAPHS`` contents are kept (``forget_floors``)."""
+    cache = graph.__dict__.get(FLOOR_KEY)
+    if cache is None:
+        key = (graph.name, tuple(graph.nodes.values()), _attributes(graph))
+        try:
+            cache = _FLOORS.pop(key, None)
+        except TypeError:  # an attribute that cannot be compared: this graph object's own floors
+            cache = graph.__dict__[FLOOR_KEY] = {}
+            return cache
+        _FLOORS[key] = cache = {} if cache is None else cache
+        while len(_FLOORS) > FLOOR_GRAPHS:
+            _FLOORS.popitem(last=False)
+        graph.__dict__[FLOOR_KEY] = cache
+    return cache
+
+
+def _attributes(graph: Graph) -> tuple:
+    """What solvers read of a graph beside its nodes, hashable: the attributes set on it
+    (``pinned``, ``modules``), not its cached views."""
+    def frozen(x: Any) -> Any:
+        if isinstance(x, dict):
+            return tuple(sorted((k, frozen(v)) for k, v in x.items()))
+        if isinstance(x, (set, frozenset)):
+            return tuple(sorted(map(frozen, x)))
+        if isinstance(x, (list, tuple)):
+            return tuple(map(frozen, x))
+        return x
+
+    return tuple(sorted((k, frozen(v)) for k, v in graph.__dict__.items() if k not in ("name", "_nodes", FLOOR_KEY)
+                        and not isinstance(getattr(type(graph), k, None), functools.cached_property)))
+
+
+def forget_floors() -> None:
+    """Drop the floors kept by content (``floors``): a solver changed (a test's stand-in)."""
+    _FLOORS.clear()
+
+
 def _has_floor(graph: Graph, name: str, mode: str, options: dict) -> bool:
     """Whether ``name``'s floor is at hand in bounded time: cached, or sought by a solver's own
     time-limited floor (auto's)."""
-    return (_floor_key(name, mode, options) in graph.__dict__.get(FLOOR_KEY, {})
-            or solvers.get(name).floor is not None)
+    return _floor_key(name, mode, options) in floors(graph) or solvers.get(name).floor is not None
 
 
 def floor(graph: Graph, name: str, mode: str = "time", *, deadline: float = math.inf, **options: Any) -> Plan | None:
-    """The plan of least executed peak ``name`` makes on ``graph`` (cached on the graph): at its
+    """The plan of least executed peak ``name`` makes on ``graph`` (cached by its content, ``floors``): at its
     own minimal budget where it has a shortcut, else the least found by bisecting the budget.
 
     ``deadline`` (a ``time.perf_counter()`` instant; or ``time_limit`` seconds, an option): the
@@ -278,7 +324,7 @@ def floor(graph: Graph, name: str, mode: str = "time", *, deadline: float = math
     limit = options.pop("time_limit", None)
     if limit is not None:
         deadline = min(deadline, time.perf_counter() + limit)
-    cache = graph.__dict__.setdefault(FLOOR_KEY, {})
+    cache = floors(graph)
     key = _floor_key(name, mode, options)
     limited = ("limited", key)  # cached, but found within a time limit it ran to
     if key not in cache or (limited in cache and not math.isfinite(deadline) and solvers.get(name).floor is None):

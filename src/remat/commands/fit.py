@@ -32,7 +32,7 @@ DTYPES = {"float32": "float32", "fp32": "float32", "bfloat16": "bfloat16", "bf16
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    from ..fit import DEVICES
+    from ..devices import DEVICES
 
     p.add_argument("model", help="zoo name, package.module:callable, or hf:NAME (a Hugging Face causal LM config)")
     p.add_argument("--budget", default=None, help="activation budget: bytes or a size (24GiB, 512MB)")

@@ -17,9 +17,10 @@ import argparse
 import copy
 import importlib
 import platform
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
+if TYPE_CHECKING:
+    import torch
 
 from .. import progress
 from ..errors import InputError
@@ -75,6 +76,8 @@ def load_target(target: str, batch: int | None) -> tuple[Any, Any]:
 def gradients_equal(model: torch.nn.Module, optimized: torch.nn.Module, reference: torch.nn.Module,
                     inputs: Any, seed: int = 0) -> bool:
     """One step of each from the same state and seed; every output and gradient bit-identical."""
+    import torch
+
     from ..measure import call, default_loss
 
     outs = []
@@ -93,7 +96,9 @@ def gradients_equal(model: torch.nn.Module, optimized: torch.nn.Module, referenc
 
 
 def _leaves(out: Any) -> list[torch.Tensor]:
+    import torch
     import torch.utils._pytree as pytree
+
     return [t for t in pytree.tree_leaves(out) if isinstance(t, torch.Tensor)]
 
 
@@ -109,6 +114,8 @@ def report_dict(report: Any) -> dict[str, Any]:
 
 
 def run(args: argparse.Namespace) -> int:
+    import torch
+
     from ..budget import parse
     from ..measure import compare_times, measure, training_step
     from ..optimize import optimize
