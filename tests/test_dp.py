@@ -28,8 +28,8 @@ def _budget_between(g, frac):
     return lo + round(frac * (hi - lo))
 
 
-@settings(max_examples=50, deadline=None)
-@given(dags(max_nodes=7), st.floats(0, 1), st.sampled_from(["time", "memory"]))
+@settings(max_examples=60, deadline=None)  # up to 6 nodes: dp-exhaustive took 7 to 45 s on 50 draws of up to 7
+@given(dags(max_nodes=6), st.floats(0, 1), st.sampled_from(["time", "memory"]))
 def test_exact_reaches_the_exhaustive_optimum(g, frac, mode):
     budget = _budget_between(g, frac)
     ref = solve(g, budget, solver="dp-exhaustive", mode=mode)

@@ -23,7 +23,7 @@ Modules, in processing order (data only flows down):
     cli.py        the ``remat`` command (one module per subcommand in commands/)
 """
 
-import importlib
+import importlib.util
 import sys
 import types
 

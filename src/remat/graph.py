@@ -65,9 +65,10 @@ class Node:
         """Memory of this value that must stay for its own backward step alone."""
         return self.mem if self.saved_mem is None else self.saved_mem
 
-    @property
+    @cached_property
     def saved(self) -> tuple[str, ...]:
-        """Forward values the backward step of this node reads."""
+        """Forward values the backward step of this node reads (computed once: simulations read it
+        at every backward step)."""
         if self.bwd_uses is None:
             return tuple(dict.fromkeys((*self.inputs, self.id)))
         return self.bwd_uses

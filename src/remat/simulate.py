@@ -25,9 +25,10 @@ For the schedule problem of seed 004 (``plan.problem == "schedule"``) the peak i
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Mapping
 
 from .errors import ScheduleError
-from .graph import Graph
+from .graph import Graph, Node
 from .plan import Plan, Step
 
 
@@ -148,41 +149,53 @@ class _Grads:
         return held
 
 
-def _backward(graph: Graph, node, grads: _Grads) -> float:
+def _backward(nodes: Mapping[str, Node], node: Node, grads: _Grads) -> float:
     """One backward step's gradient traffic; returns the most gradient memory held during it."""
     if node.id not in grads.of:  # a sink: its gradient is the seed of the backward pass
         grads.of[node.id] = grads.new(node.grad_size)
     mine = grads.of.pop(node.id)
-    targets = [u for u in node.inputs if graph[u].requires_grad]
-    contributions = [grads.share(mine) if u in node.grad_alias else grads.new(graph[u].grad_size) for u in targets]
+    targets = [nodes[u] for u in node.inputs if nodes[u].requires_grad]
+    contributions = [grads.share(mine) if u.id in node.grad_alias else grads.new(u.grad_size) for u in targets]
     held = grads.mem
     grads.drop(mine)
     for u, c in zip(targets, contributions):
-        held = max(held, grads.accumulate(u, c, graph[u].grad_size))
+        held = max(held, grads.accumulate(u.id, c, u.grad_size))
     return held
 
 
 def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
-    _check_steps(graph, steps)
+    """Peak, recompute cost and timeline of a training schedule (module docstring). Malformed
+    steps are named before any other error, as a check of every step up front would (it runs
+    only when the walk fails: a tenth of a planning call's simulations)."""
+    try:
+        return _simulate_training(graph, steps)
+    except (ScheduleError, KeyError, TypeError, ValueError):
+        _check_steps(graph, steps)
+        raise
+
+
+def _simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
+    nodes = graph.nodes
     ends, shrinks = _last_reads(graph, steps)
     live: dict[str, float] = {}   # forward values in memory
     grads = _Grads()
     fwd_mem = 0.0
     computed: set[str] = set()
     done_bwd: set[str] = set()
-    pending = {v: len(graph.succ[v]) for v in graph.order}  # consumers not yet back-propagated
+    pending = {v: len(s) for v, s in graph.succ.items()}  # consumers not yet back-propagated
     peak, peak_step, recompute = 0.0, 0, 0.0
     timeline: list[float] = []
 
-    def need(k: int, kind: str, v: str, u: str) -> None:
-        if u not in live:
-            raise ScheduleError(f"step {k} ({kind} {v}) reads {u!r}, which is not in memory")
+    def missing(k: int, kind: str, v: str, reads: tuple[str, ...]) -> None:
+        u = next(u for u in reads if u not in live)
+        raise ScheduleError(f"step {k} ({kind} {v}) reads {u!r}, which is not in memory")
 
     for k, (kind, v) in enumerate(steps):
-        node = graph[v]
+        node = nodes[v]
         if kind == "fwd":
             for u in node.inputs:
-                need(k, kind, v, u)
+                if u not in live:
+                    missing(k, kind, v, node.inputs)
             if v in computed:
                 recompute += node.cost
             computed.add(v)
@@ -198,28 +211,32 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
             if v not in computed:  # autograd only knows the ops the forward pass ran
                 raise ScheduleError(f"step {k} back-propagates {v!r}, which was never computed")
             for u in node.saved:
-                need(k, kind, v, u)
+                if u not in live:
+                    missing(k, kind, v, node.saved)
             for u in node.inputs:
                 pending[u] -= 1
             done_bwd.add(v)
             if not node.requires_grad:
                 during = fwd_mem + grads.mem
             else:
-                during = _backward(graph, node, grads) + fwd_mem
-        else:
+                during = _backward(nodes, node, grads) + fwd_mem
+        elif kind == "free":
             during = fwd_mem + grads.mem
+        else:
+            raise ValueError(kind)  # named by ``_check_steps``
         for u in shrinks[k]:
             if u in live:
-                fwd_mem -= live[u] - graph[u].self_kept
-                live[u] = graph[u].self_kept
+                kept = nodes[u].self_kept
+                fwd_mem -= live[u] - kept
+                live[u] = kept
         for u in ends[k]:
             fwd_mem -= live.pop(u, 0.0)
         timeline.append(during)
         if during > peak:
             peak, peak_step = during, k
-    missing = [v for v in graph.order if v not in done_bwd]
-    if missing:
-        raise ScheduleError(f"schedule never back-propagates {missing[:5]}{'...' if len(missing) > 5 else ''}")
+    if len(done_bwd) < len(nodes):
+        missing_bwd = [v for v in graph.order if v not in done_bwd]
+        raise ScheduleError(f"schedule never back-propagates {missing_bwd[:5]}{'...' if len(missing_bwd) > 5 else ''}")
     return Simulation(peak=peak, recompute_cost=recompute, timeline=timeline, peak_step=peak_step)
 
 
