@@ -43,10 +43,49 @@ def _dropout(input: torch.Tensor, p: float, train: bool | None) -> torch.Tensor:
 
 
 def _memory_order(t: torch.Tensor) -> list[int]:
-    """Dimensions of ``empty_like(t)``, outermost first in memory (identity when contiguous): the
-    order of ``t``'s own strides, which ``empty_like`` keeps (read from ``t``, since under
-    functionalization ``empty_like`` reports contiguous strides)."""
-    return sorted(range(t.dim()), key=lambda d: (-t.stride(d) if t.shape[d] > 1 else 0, d))
+    """Dimensions of ``empty_like(t)``, outermost first in memory (identity when contiguous), read
+    from ``t``'s strides (under functionalization ``empty_like`` reports contiguous strides).
+
+    ``empty_like`` keeps the strides of a non-overlapping dense tensor; for any other (an
+    expanded one: XLNet's dropout of its positional embedding, expanded over the batch) it lays
+    the result out by ``infer_dense_strides``, TensorIterator's stable ordering in which a dimension
+    of stride 0 keeps its place. Sorting every dimension by stride had put the expanded one
+    innermost: the mask was drawn in another order than eager's, and the gradients of XLNet's
+    positional projection were 97% off."""
+    sizes, strides = list(t.shape), list(t.stride())
+    if _non_overlapping_and_dense(sizes, strides):
+        return sorted(range(t.dim()), key=lambda d: (-strides[d] if sizes[d] > 1 else 0, d))
+    perm = list(range(t.dim()))[::-1]  # innermost first, as ATen's ``infer_dense_strides``
+
+    def swap(d0: int, d1: int) -> int:
+        s0, s1 = strides[d0], strides[d1]
+        if s0 == 0 or s1 == 0:
+            return 0  # ambiguous: the contiguous order stays
+        if s0 != s1:
+            return 1 if s0 > s1 else -1
+        return 1 if sizes[d0] > sizes[d1] else 0
+
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = swap(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return perm[::-1]
+
+
+def _non_overlapping_and_dense(sizes: list, strides: list) -> bool:
+    """ATen's ``is_non_overlapping_and_dense``: the dimensions longer than one, by stride, tile
+    memory exactly."""
+    expected = 1
+    for d in sorted((d for d in range(len(sizes)) if sizes[d] != 1), key=lambda d: strides[d]):
+        if strides[d] != expected:
+            return False
+        expected *= sizes[d]
+    return True
 
 
 @contextlib.contextmanager
