@@ -76,6 +76,15 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
     "modernbert": ("ModernBertConfig", "ModernBertForMaskedLM", {**_LM, "pad_token_id": 0}, "text"),
     "electra": ("ElectraConfig", "ElectraForMaskedLM", {**_LM, "embedding_size": 64}, "text"),
     "albert": ("AlbertConfig", "AlbertForMaskedLM", {**_LM, "embedding_size": 32}, "text"),
+    # the third batch: relative-position attention (XLNet, DeBERTa-v2: a dropped-out positional embedding
+    # expanded over the batch, gathers whose bf16 backward scatters through an fp32 copy), MPNet, Funnel's pooling
+    "xlnet": ("XLNetConfig", "XLNetLMHeadModel", {"d_model": 64, "d_inner": 128, "n_layer": 4, "n_head": 4,
+                                                  "vocab_size": 256}, "text"),
+    "deberta_v2": ("DebertaV2Config", "DebertaV2ForMaskedLM", {**_LM, "relative_attention": True,
+                                                               "pos_att_type": ["p2c", "c2p"]}, "text"),
+    "mpnet": ("MPNetConfig", "MPNetForMaskedLM", _LM, "text"),
+    "funnel": ("FunnelConfig", "FunnelForMaskedLM", {"d_model": 64, "d_inner": 128, "n_head": 4, "d_head": 16,
+                                                      "block_sizes": [1, 1], "vocab_size": 256}, "text"),
     "convnext": ("ConvNextConfig", "ConvNextForImageClassification", _VISION, "image"),
     "swin": ("SwinConfig", "SwinForImageClassification", {
         "image_size": 64, "patch_size": 2, "embed_dim": 32, "depths": [1, 1, 2, 1], "num_heads": [1, 2, 4, 8],
@@ -117,7 +126,7 @@ BLOCKS: dict[str, tuple[str, ...]] = {
     "convnext": ("ConvNextLayer",), "mobilenet_v2": ("MobileNetV2InvertedResidual",),
     "efficientnet": ("EfficientNetBlock",), "regnet": ("RegNetXLayer", "RegNetYLayer"),
     "albert": ("AlbertLayer",), "convnextv2": ("ConvNextV2Layer",), "poolformer": ("PoolFormerLayer",),
-    "levit": ("LevitResidualLayer",),
+    "levit": ("LevitResidualLayer",), "xlnet": ("XLNetLayer",), "mpnet": ("MPNetLayer",), "funnel": ("FunnelLayer",),
 }
 
 
