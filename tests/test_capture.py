@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 from torch import nn
@@ -113,8 +115,35 @@ def test_data_dependent_control_flow_names_the_line_and_what_to_do():
                 return x * 2
             return x
 
-    with pytest.raises(CaptureError, match=r"if x.sum\(\) > 0.*data-dependent.*torch.where"):
+    with pytest.raises(CaptureError, match=r"if x.sum\(\) > 0.*data-dependent.*remat.backend.*torch.where"):
         remat.capture(Branchy(), (torch.randn(3),))
+
+
+def test_the_backend_a_data_dependent_branch_is_sent_to_trains_it():
+    """What the message above advises: under torch.compile the branch breaks the graph, and each
+    part is planned; the gradients are eager's."""
+    class Branchy(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(8, 8), nn.Linear(8, 8)
+
+        def forward(self, x):
+            h = torch.tanh(self.a(x))
+            if h.sum() > 0:
+                h = h * 2
+            return torch.tanh(self.b(h)).square().sum()
+
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model, x = Branchy(), torch.randn(4, 8)
+    ref = copy.deepcopy(model)
+    be = remat.backend(budget="60%", compiler="eager")
+    torch.compile(model, backend=be)(x).backward()
+    ref(x).backward()
+    assert len(be.report) == 2  # the graph before the branch and the one after
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert torch.equal(p.grad, q.grad)
+    torch._dynamo.reset()
 
 
 def test_an_op_without_a_fake_kernel_is_named():

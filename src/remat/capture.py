@@ -261,8 +261,10 @@ def explain(e: BaseException, label: str, doing: str = "trace") -> CaptureError 
     error: type[CaptureError] | type[InputError] = CaptureError
     if "DataDependent" in kind or "data-dependent" in low or "GuardOnDataDependent" in kind:
         hint = ("the model's Python code branches on a tensor's value (data-dependent control flow), "
-                "which cannot be planned ahead: rewrite the branch with torch.where / torch.cond, or "
-                "move it out of forward()")
+                "which one traced step cannot plan ahead: train it under torch.compile(model, "
+                "backend=remat.backend(budget=...)) instead, which breaks the graph at the branch and "
+                "plans each part (HF Longformer and Wav2Vec2 train so), or rewrite the branch with "
+                "torch.where / torch.cond")
     elif any(w in first.lower() for w in _INPUT_WORDS):
         error = InputError
         hint = ("the example inputs do not fit the model's forward (shape, dtype, device or arguments): "
