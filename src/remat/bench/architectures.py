@@ -27,7 +27,7 @@ from ..errors import InfeasibleError, InputError
 _LM = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, vocab_size=256)
 _VISION = dict(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 2, 1], num_labels=2)
 
-# name: (config class, model class, the fields that make it small, inputs: "text" or "image")
+# name: (config class, model class, the fields that make it small, inputs: ``_inputs``'s kind)
 ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
     "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {**_LM, "num_key_value_heads": 2}, "text"),
     "phi": ("PhiConfig", "PhiForCausalLM", _LM, "text"),
@@ -117,6 +117,22 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
     "mobilevit": ("MobileViTConfig", "MobileViTForImageClassification", {"image_size": 64, "num_labels": 2}, "image"),
     "hiera": ("HieraConfig", "HieraForImageClassification", {
         "image_size": [64, 64], "embed_dim": 32, "depths": [1, 1, 2, 1], "num_labels": 2}, "image"),
+    # inputs of their own (``_inputs``): speech (log-mel features), image and text pairs, masked images
+    "whisper": ("WhisperConfig", "WhisperForConditionalGeneration", {
+        "d_model": 64, "encoder_layers": 2, "decoder_layers": 2, "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4, "encoder_ffn_dim": 128, "decoder_ffn_dim": 128, "vocab_size": 256,
+        "num_mel_bins": 16, "max_source_positions": 32, "max_target_positions": 32, "pad_token_id": 0,
+        "bos_token_id": 1, "eos_token_id": 2, "decoder_start_token_id": 1}, "speech"),
+    "clip": ("CLIPConfig", "CLIPModel", {
+        "text_config": {"vocab_size": 256, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                        "intermediate_size": 128, "max_position_embeddings": 32},
+        "vision_config": {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+                          "intermediate_size": 128, "image_size": 32, "patch_size": 8},
+        "projection_dim": 32}, "image-text"),
+    "vit_mae": ("ViTMAEConfig", "ViTMAEForPreTraining", {
+        "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
+        "image_size": 32, "patch_size": 8, "decoder_hidden_size": 32, "decoder_num_hidden_layers": 1,
+        "decoder_num_attention_heads": 4, "decoder_intermediate_size": 64}, "masked-image"),
 }
 
 
@@ -140,14 +156,30 @@ def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[str, torch.Te
     config_cls, model_cls, fields, kind = ARCHITECTURES[name]
     torch.manual_seed(seed)
     model = getattr(transformers, model_cls)(getattr(transformers, config_cls)(**fields)).train()
+    args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
+    return model, _inputs(kind, fields, seed), f"transformers.{model_cls}(transformers.{config_cls}({args}))"
+
+
+def _inputs(kind: str, fields: dict[str, Any], seed: int) -> dict[str, Any]:
+    """A batch of 2 the model computes its loss from: token ids (labels the same ids), 64-pixel
+    images with labels, log-mel features with target ids (speech), 4 image-text pairs (a
+    contrastive loss: ``return_loss``), or 32-pixel images alone (masked-image pretraining)."""
     gen = torch.Generator().manual_seed(seed)
     if kind == "text":
         ids = torch.randint(0, 256, (2, 32), generator=gen)
-        inputs = {"input_ids": ids, "labels": ids}
-    else:
-        inputs = {"pixel_values": torch.randn(2, 3, 64, 64, generator=gen), "labels": torch.tensor([0, 1])}
-    args = ", ".join(f"{k}={v!r}" for k, v in fields.items())
-    return model, inputs, f"transformers.{model_cls}(transformers.{config_cls}({args}))"
+        return {"input_ids": ids, "labels": ids}
+    if kind == "image":
+        return {"pixel_values": torch.randn(2, 3, 64, 64, generator=gen), "labels": torch.tensor([0, 1])}
+    if kind == "speech":  # the encoder's convolutions halve the frames to max_source_positions
+        frames = 2 * fields["max_source_positions"]
+        return {"input_features": torch.randn(2, fields["num_mel_bins"], frames, generator=gen),
+                "labels": torch.randint(3, fields["vocab_size"], (2, 12), generator=gen)}
+    if kind == "image-text":
+        size = fields["vision_config"]["image_size"]
+        return {"input_ids": torch.randint(0, fields["text_config"]["vocab_size"], (4, 16), generator=gen),
+                "pixel_values": torch.randn(4, 3, size, size, generator=gen), "return_loss": True}
+    assert kind == "masked-image", kind
+    return {"pixel_values": torch.randn(2, 3, fields["image_size"], fields["image_size"], generator=gen)}
 
 
 def _autocast(dtype: str) -> Any:
