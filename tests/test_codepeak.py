@@ -288,9 +288,9 @@ def test_a_matmul_workspace_is_what_it_allocates_beyond_its_output(tmp_path, mon
 
 def test_a_bf16_scatter_add_on_the_cpu_is_measured_for_eager_code(tmp_path, monkeypatch):
     """The backward of a gather, ``scatter_add``, accumulates a bf16 result through an fp32 copy of
-    it on the CPU (a small bf16 DeBERTa-v2's step measured 17% over the walk, at each of its
-    relative-position gathers). Eager code runs ATen's kernel: measured. Inductor generates its own
-    scatter: not."""
+    it on the CPU (the walk of a small bf16 DeBERTa-v2's step was 17% under its measured peak, from
+    each of its relative-position gathers). Eager code runs ATen's kernel: measured. Inductor
+    generates its own scatter: not."""
     from remat.compiled import workspace as ws
 
     monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))

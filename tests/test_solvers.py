@@ -164,6 +164,9 @@ def test_floors_are_kept_by_the_graphs_content():
     kept = sorted(build().order)[:2]
     pinned = judge.floor(build(kept), "selective")
     assert pinned is not judge.floor(build(), "selective") and set(kept) <= set(pinned.kept)
+    odd = build()
+    odd.note = {1, "a"}  # an attribute whose values cannot be ordered: floors of its own, still found
+    assert judge.floor(odd, "dp-exact") is not first and judge.floor(odd, "dp-exact").peak == first.peak
     judge.forget_floors()
     assert judge.floor(build(), "dp-exact") is not first
 

@@ -35,7 +35,7 @@ ATTENTION = "_scaled_dot_product"
 NORM_BACKWARDS = ("native_batch_norm_backward", "native_layer_norm_backward", "native_group_norm_backward")
 # gathers and scatters as ATen runs them in eager code (inductor generates its own): on the CPU a bf16
 # scatter_add (the backward of a gather) accumulates in an fp32 copy of its result, 1 MB at each of a
-# small bf16 DeBERTa-v2's six relative-position gathers, whose step had measured 17% over the walk
+# small bf16 DeBERTa-v2's six relative-position gathers, where the walk was 17% under the measured peak
 INDEXING = ("gather", "scatter", "scatter_add", "scatter_reduce", "index_add", "index_put", "_unsafe_index_put",
             "index_select", "embedding_dense_backward")
 
