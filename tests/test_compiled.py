@@ -243,6 +243,30 @@ def test_a_parameter_swapped_in_after_planning_is_the_one_trained():
         _step(module, inputs, autocast=False)
 
 
+def test_torch_compile_of_the_optimized_module_runs_its_plan_and_names_the_backend():
+    """``torch.compile(remat.optimize(...))``: dynamo cannot trace a planned step, so the step runs
+    as remat's own code (one graph break, the same gradients), says so once, and names the way to
+    compiled code within a budget; ``fullgraph=True`` refuses with the same words."""
+    import warnings
+
+    model, inputs = _mlp()  # dropout included
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
+    torch._dynamo.reset()
+    compiled = torch.compile(module, backend="eager")
+    with pytest.warns(UserWarning, match=r"backend=remat\.backend\(budget="):
+        loss = _step(compiled, inputs, autocast=False)
+    assert torch.equal(loss, _step(ref, inputs, autocast=False))
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert torch.equal(_step(compiled, inputs, autocast=False, seed=2), _step(ref, inputs, autocast=False, seed=2))
+    torch._dynamo.reset()
+    with pytest.raises(Exception, match=r"backend=remat\.backend"):
+        torch.compile(module, backend="eager", fullgraph=True)(*inputs)
+    torch._dynamo.reset()
+
+
 def test_hf_cache_output_is_dropped_and_reported():
     model, inputs = _hf("gpt2")
     module = remat.optimize(model, inputs, "100%", verify=False)

@@ -396,7 +396,8 @@ class CompiledModule(nn.Module):
     call with a key not planned yet is planned once, and says so: by ``replan`` (set by
     ``remat.optimize``: the budget held as for the first key, measured, verified, cached) when
     the call's inputs are all positional or all keywords, else with ``make_planner()``.
-    ``reports`` holds each key's report; ``report`` is the one of the key that ran last.
+    ``reports`` holds each key's report; ``report`` is the one of the key that ran last. Under
+    ``torch.compile`` a training call runs outside dynamo, with a warning (``COMPILED_OUTSIDE``).
     """
 
     def __init__(self, module: nn.Module, make_planner: Callable[[], Planner]) -> None:
@@ -445,6 +446,11 @@ class CompiledModule(nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         if not (torch.is_grad_enabled() and self.module.training):
             return self.module(*args, **kwargs)
+        if torch.compiler.is_compiling():  # torch.compile(module) or a compiled training step calling it
+            return _train_uncompiled(self, args, kwargs)
+        return self._train(args, kwargs)
+
+    def _train(self, args: tuple, kwargs: dict) -> Any:
         given = kwargs
         kwargs = plain_mask(self.module, kwargs)  # once per step: the key and the call see the same inputs
         key = plan_key(self.module, args, kwargs)
@@ -455,6 +461,13 @@ class CompiledModule(nn.Module):
             self.step = step
             self.report = self.reports.get(key, self.report)
         return self.module(*args, **given) if step.eager else run(step, args, kwargs)
+
+    def _warn_compiled(self) -> None:
+        import warnings
+
+        if not getattr(self, "_compiled_warned", False):
+            self._compiled_warned = True
+            warnings.warn(COMPILED_OUTSIDE, stacklevel=4)
 
     def _plan_new(self, key: tuple, args: tuple, kwargs: dict) -> Step:
         import warnings
@@ -482,3 +495,19 @@ class CompiledModule(nn.Module):
 
     def load_state_dict(self, state_dict: Any, strict: bool = True, assign: bool = False) -> Any:
         return self.module.load_state_dict(state_dict, strict=strict, assign=assign)
+
+
+COMPILED_OUTSIDE = (
+    "remat: torch.compile of the module remat.optimize returned runs its training step as remat's own "
+    "fx-generated code, uncompiled: dynamo does not trace into a planned step (the budget still holds). "
+    "For inductor-compiled code planned within a budget, compile the model itself: "
+    "torch.compile(model, backend=remat.backend(budget=...))")
+
+
+def _run_outside_compile(module: CompiledModule, args: tuple, kwargs: dict) -> Any:
+    """A training call met while dynamo traces: run as outside it (one graph break), said once."""
+    module._warn_compiled()
+    return module._train(args, kwargs)
+
+
+_train_uncompiled = torch.compiler.disable(_run_outside_compile, reason=COMPILED_OUTSIDE)
