@@ -70,3 +70,33 @@ def test_hf_model_as_it_comes(name):
     if getattr(model.config, "use_cache", False) and name != "bert":
         assert out.past_key_values is None
         assert module.report.get("dropped_outputs") == ["past_key_values"]
+
+
+def test_a_model_that_checkpoints_itself_is_planned_in_place_of_it_and_says_so():
+    """With transformers' gradient checkpointing on, the vanilla step is already checkpointed:
+    remat traces through ``torch.utils.checkpoint`` and plans the step's ops in its place, with
+    eager's gradients. The report says so, and a percentage it refuses names how to turn the
+    model's own checkpointing off (a byte budget's refusal has nothing to add)."""
+    from remat.optimize import own_checkpointing
+
+    model, inputs = _build("llama")
+    model.train()
+    model.gradient_checkpointing_enable()
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "90%")
+    assert any("gradient_checkpointing_enable()" in note for note in module.report.notes)
+    torch.manual_seed(1)
+    module(**inputs).loss.backward()
+    torch.manual_seed(1)
+    ref(**inputs).loss.backward()
+    assert all(torch.equal(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()))
+    with pytest.raises(remat.errors.InfeasibleError, match=r"call model\.gradient_checkpointing_disable\(\) first"):
+        remat.optimize(model, inputs, "5%", solver="chen-greedy")
+    with pytest.raises(remat.errors.InfeasibleError) as refused:
+        remat.optimize(model, inputs, 4096, solver="chen-greedy")
+    assert "checkpoint" not in str(refused.value)
+    model.gradient_checkpointing_disable()
+    timm_like = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    assert own_checkpointing(model) is None and own_checkpointing(timm_like) is None
+    timm_like.grad_checkpointing = True  # what timm's set_grad_checkpointing() sets
+    assert own_checkpointing(timm_like) == ("timm's set_grad_checkpointing()", "model.set_grad_checkpointing(False)")

@@ -39,7 +39,7 @@ from torch import nn
 
 from . import judge, progress, schedule, solvers
 from .api import min_budget, solve
-from .budget import UNITS, fmt_bytes, parse_budget  # noqa: F401 - remat.optimize.parse_budget
+from .budget import UNITS, fmt_bytes, is_relative, parse_budget  # noqa: F401 - remat.optimize.parse_budget
 from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InfeasibleError, InputError, RematError, StepError  # noqa: F401
 from .capture import Program, check_model, explain, trace
@@ -173,8 +173,35 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
         if plan_cache is not None or shapes is not None or plan is not None:
             raise InputError("plan_cache, shapes and plan need the compiled executor (executor='compiled')")
         return _optimize_interpreted(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance)
-    return plancache.optimize_signatures(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance,
-                                         plan_cache=plan_cache, shapes=shapes, plan=plan, one=_optimize_compiled)
+    try:
+        return plancache.optimize_signatures(model, example_inputs, budget, solver, mode, cost, verify, rounds,
+                                             tolerance, plan_cache=plan_cache, shapes=shapes, plan=plan,
+                                             one=_optimize_compiled)
+    except InfeasibleError as e:
+        own = own_checkpointing(model)
+        if own is None or not is_relative(budget):
+            raise
+        raise InfeasibleError(
+            f"{e}. The model checkpoints its own activations ({own[0]}), so a percentage is of its step as "
+            f"checkpointed; remat plans in place of that checkpointing: call {own[1]} first for a share of the "
+            f"plain step, or give the budget in bytes", needed=e.needed) from None
+
+
+OWN_CHECKPOINTING = (  # (flag a model's layers carry while it is on, how it was turned on, how to turn it off)
+    ("gradient_checkpointing", "transformers' gradient_checkpointing_enable()", "model.gradient_checkpointing_disable()"),
+    ("grad_checkpointing", "timm's set_grad_checkpointing()", "model.set_grad_checkpointing(False)"),
+)
+
+
+def own_checkpointing(model: nn.Module) -> tuple[str, str] | None:
+    """How the model checkpoints its own activations, where a library's flag says so: (how it was
+    turned on, how to turn it off). Its vanilla step is then already checkpointed; remat traces
+    through ``torch.utils.checkpoint`` and plans the step's ops in its place."""
+    for m in model.modules():
+        for flag, on, off in OWN_CHECKPOINTING:
+            if getattr(m, flag, None) is True:
+                return on, off
+    return None
 
 
 def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str, mode: str,
@@ -239,6 +266,11 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
             f"{100 * report['measured_peak'] / vanilla:.1f}% of eager's peak: the step runs eager PyTorch, "
             f"which costs nothing over it")]
         report.update(executor="eager", measured_peak=vanilla)
+    if not step.eager and (own := own_checkpointing(model)) is not None:
+        report["notes"] = [*report.get("notes", []), (
+            f"the model checkpoints its own activations ({own[0]}): remat's plan replaces that checkpointing; "
+            f"the vanilla peak is of the step as the model runs it, checkpointed, and the step with nothing "
+            f"recomputed would hold {fmt_bytes(step.planned.vanilla)}")]
     report.update(budget=target, vanilla_predicted_peak=step.planned.vanilla, compile_seconds=step.compile_seconds,
                   solver=step.planned.plan.stats.get("chosen", step.planned.plan.solver),
                   mode=step.planned.plan.mode or mode, kept=len(step.planned.split.saved),
