@@ -54,6 +54,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from . import progress
 from .errors import CaptureError, InputError
+from .compiled.mutated import mutated_inputs, reads_old_data
 from .graph import Graph
 from .hf_inputs import eager_positions, packed_positions
 
@@ -377,6 +378,8 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
     owners_of: dict[str, tuple[str, ...]] = {n: () for n in placeholders}
     saved: dict[str, list[str]] = {}
     unmodeled = 0
+    mutated = mutated_inputs(nodes)  # inputs the step writes into, and the views of them
+    pinned: set[str] = set()  # values read from their old data: never recomputed (``compiled.mutated``)
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         rep.pending.append(t)
@@ -411,6 +414,10 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
                 owners = (n.name,) if kind == "op" else ()
             kind_of[n.name] = kind
             owners_of[n.name] = owners
+            if kind == "alias" and any(a in mutated for a in n.all_input_nodes):
+                mutated.add(n)
+            elif kind == "op" and reads_old_data(n, mutated):
+                pinned.add(n.name)
             rep.register(n.name, out)
             own_saved: dict[StorageWeakRef, int] = {}  # storages of its own outputs its backward keeps
             own_index: set[int] = set()
@@ -459,6 +466,8 @@ def _build(gm: torch.fx.GraphModule, flat: list[torch.Tensor], state_names: list
     if len(g) == 0:
         raise CaptureError(f"{label}'s forward computes nothing from its inputs: nothing to plan")
     g.validate()
+    if pinned:
+        g.pinned = frozenset(pinned)
     return Program(graph=g, steps=steps, placeholders=placeholders, state_names=state_names,
                    num_params=num_params, buffer_placeholders=buffer_ph, in_spec=None, tensor_positions=[],
                    const_leaves=[], out_spec=None, out_leaves=[], key=(), last_reader=last,

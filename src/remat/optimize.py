@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import torch.utils._pytree as pytree
 from torch import nn
 
 from . import judge, progress, schedule, solvers
@@ -187,20 +188,24 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
             f"plain step, or give the budget in bytes", needed=e.needed) from None
 
 
-OWN_CHECKPOINTING = (  # (flag a model's layers carry while it is on, how it was turned on, how to turn it off)
-    ("gradient_checkpointing", "transformers' gradient_checkpointing_enable()", "model.gradient_checkpointing_disable()"),
-    ("grad_checkpointing", "timm's set_grad_checkpointing()", "model.set_grad_checkpointing(False)"),
+# (flag a model's layers carry while it checkpoints, the library, its (enable, disable) methods, newest first)
+OWN_CHECKPOINTING = (
+    ("gradient_checkpointing", "transformers", (("activation_checkpointing_enable()", "activation_checkpointing_disable()"),
+                                                ("gradient_checkpointing_enable()", "gradient_checkpointing_disable()"))),
+    ("grad_checkpointing", "timm", (("set_grad_checkpointing()", "set_grad_checkpointing(False)"),)),
 )
 
 
 def own_checkpointing(model: nn.Module) -> tuple[str, str] | None:
     """How the model checkpoints its own activations, where a library's flag says so: (how it was
-    turned on, how to turn it off). Its vanilla step is then already checkpointed; remat traces
-    through ``torch.utils.checkpoint`` and plans the step's ops in its place."""
+    turned on, how to turn it off), with the methods this model has. Its vanilla step is then
+    already checkpointed; remat traces through ``torch.utils.checkpoint`` and plans the step's ops
+    in its place."""
     for m in model.modules():
-        for flag, on, off in OWN_CHECKPOINTING:
+        for flag, library, methods in OWN_CHECKPOINTING:
             if getattr(m, flag, None) is True:
-                return on, off
+                on, off = next(((a, b) for a, b in methods if hasattr(model, b.split("(")[0])), methods[-1])
+                return f"{library}' {on}" if library.endswith("s") else f"{library}'s {on}", f"model.{off}"
     return None
 
 
@@ -311,6 +316,14 @@ def _least_plan_over(planned: Any, target: float, measured: float, vanilla: floa
         f"budget to at least {fmt_bytes(need)} ({int(math.ceil(need))} bytes)", needed=need)
 
 
+def _input_copy(t: torch.Tensor) -> torch.Tensor:
+    """A measurement's own copy of an input tensor: same data, layout and ``requires_grad``
+    (parameters passed as inputs stay themselves)."""
+    if isinstance(t, nn.Parameter):
+        return t
+    return t.detach().clone().requires_grad_(t.requires_grad)
+
+
 def _unwrap_compiled(model: nn.Module) -> nn.Module:
     """The module inside ``torch.compile(model)``: remat plans the model itself (use
     ``remat.backend`` to combine both)."""
@@ -395,7 +408,10 @@ def _verify(module: RematModule, program: Program, inputs: Any, budget: float, c
 
 def measure_restoring(module: nn.Module, inputs: Any, method: str = "auto"):
     """``measure`` one step (``method``: see ``remat.measure``), then put back gradients, buffers
-    (BatchNorm statistics) and RNG."""
+    (BatchNorm statistics) and RNG. The step runs on copies of the input tensors: the user's keep
+    their data (a forward may write into an input) and their ``.grad`` (an input may require
+    one), and no gradient flows out of them into what computed them."""
+    inputs = pytree.tree_map_only(torch.Tensor, _input_copy, inputs)
     grads = {p: (None if p.grad is None else p.grad.detach().clone()) for p in module.parameters()}
     buffers = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()
                if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)}

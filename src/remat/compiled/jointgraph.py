@@ -37,6 +37,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 from ..graph import Graph
 from ..errors import CaptureError
 from . import batchnorm, costs
+from .mutated import mutated_inputs, reads_old_data
 # the cost models live in ``costs``; their names stay importable from here
 from .costs import DEVICES, _cost, bytes_moved, device_figures, flops, op_name, roofline, total_cost  # noqa: F401
 
@@ -60,14 +61,17 @@ class JointGraph:
     # a batch norm's output recomputed from its statistics (``batchnorm``): its planning id -> the
     # planning id of the batch norm itself (its statistics; ``node_of`` has the fx op)
     normalized: dict[str, str] = field(default_factory=dict)
+    # planning ids whose op reads a graph input the step writes into (``mutated_inputs``)
+    reads_mutated: frozenset[str] = frozenset()
 
     @property
     def pinned(self) -> frozenset[str]:
         """What a plan must keep: the generator states (a recomputation would read a later state),
-        the draws that cannot be replayed (``replayable``) and split batch norms' statistics (a few
-        bytes a channel, and recomputing them is the whole batch norm)."""
+        the draws that cannot be replayed (``replayable``), split batch norms' statistics (a few
+        bytes a channel, and recomputing them is the whole batch norm) and the values read from an
+        input the forward writes into (a recomputation in the backward would read the new data)."""
         return frozenset(self.states.values()) | frozenset(v for v in self.random if v not in self.states) | \
-            frozenset(self.normalized.values())
+            frozenset(self.normalized.values()) | self.reads_mutated
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
     cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
 
@@ -209,6 +213,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
 
     specs: dict[str, dict] = {}
     node_of: dict[str, fx.Node] = {}
+    mutated = mutated_inputs(nodes)  # inputs written into, and the views of them
+    reads_mutated: set[str] = set()
     forward = [n for n in nodes if is_forward(n)]
     backward = [n for n in nodes if is_backward(n)]
     seq_owner: dict[int, str] = {}
@@ -239,12 +245,16 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             fresh += _nbytes(t)
         if fresh == 0 and _tensors(val):  # a view: lives in its base's storage
             owners[n] = tuple(dict.fromkeys(alias)) or in_owners
+            if not alias and any(a in mutated for a in ins):
+                mutated.add(n)
             continue
         if not _tensors(val):
             owners[n] = ()
             continue
         owners[n] = (n.name,)
         node_of[n.name] = n
+        if reads_old_data(n, mutated):
+            reads_mutated.add(n.name)
         if is_random(n) and replayable(n):  # its draws are replayed from the generator state before it
             sid = states[n.name] = f"{n.name}{STATE_SUFFIX}"
             specs[sid] = {"mem": rng_state_bytes(n), "cost": 0.0, "inputs": (), "op": "rng_state",
@@ -341,7 +351,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
                       group=group, forward=forward, backward=backward,
                       random=frozenset(v for v, n in node_of.items() if is_random(n)), states=states,
-                      unmodeled=unmodeled, cost_notes=cost_notes, normalized=normalized)
+                      unmodeled=unmodeled, cost_notes=cost_notes, normalized=normalized,
+                      reads_mutated=frozenset(reads_mutated))
 
 
 def _tag_untagged(nodes: list[fx.Node]) -> None:

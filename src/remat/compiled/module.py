@@ -250,6 +250,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
         # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
         with _autocast_off(), _compiling() if compiling else contextlib.nullcontext(), _module_paths(model), \
                 eager_dropout(), eager_positions(packed), quiet_torch_logs(), \
+                _no_donated_buffers(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
             # buffer updates (batch-norm statistics) stay in the forward graph, where they are made in
             # place (``batchnorm.update_statistics_in_place``), not copied in by AOTAutograd's epilogue
@@ -318,6 +319,26 @@ def _module_paths(model: nn.Module) -> Any:
     finally:
         for h in handles:
             h.remove()
+
+
+@contextlib.contextmanager
+def _no_donated_buffers() -> Any:
+    """No saved tensor donated to the backward, so that ``backward(retain_graph=True)`` (and
+    ``create_graph``'s error) behave as in eager: AOTAutograd refuses to run a backward that owns
+    donated tensors again. fx code writes over none of them, so the step's peak is the same (a
+    4-layer Llama at 50-100%: to the byte). An empty list, not ``config.donated_buffer=False``:
+    the check at backward time reads the config then, and takes a list left unset as donations."""
+    try:
+        from torch._functorch._aot_autograd import graph_compile
+        original = graph_compile.collect_bw_donated_buffer_idxs
+    except (ImportError, AttributeError):  # AOTAutograd internals moved: nothing to patch
+        yield
+        return
+    graph_compile.collect_bw_donated_buffer_idxs = lambda *args, **kwargs: []
+    try:
+        yield
+    finally:
+        graph_compile.collect_bw_donated_buffer_idxs = original
 
 
 @contextlib.contextmanager
