@@ -103,3 +103,18 @@ def test_backward_twice_through_one_graph_with_retain_graph():
         out = module(x).sum()
         out.backward()
         out.backward()
+
+
+def test_a_model_cast_after_planning_is_told_to_plan_again():
+    """``model.to(torch.float64)`` after ``remat.optimize``, called on the input it was planned for:
+    the step was traced for fp32 and fails in its first matmul; the error names the tensor that
+    moved and the fix. (A float64 input is a new signature, planned afresh with the model as it is.)"""
+    torch.manual_seed(0)
+    model, x = _mlp(), torch.randn(64, 32)
+    module = remat.optimize(model, (x,), "85%", verify=False)
+    model.to(torch.float64)
+    with pytest.raises(remat.errors.StepError, match=r"0\.0\.weight is float64 on cpu, traced as float32.*"
+                                                     r"remat\.optimize\(model, inputs, budget\) again"):
+        module(x)
+    with pytest.warns(UserWarning, match="new input signature"):
+        assert module(x.double()).dtype == torch.float64

@@ -66,6 +66,7 @@ class _Flat(nn.Module):
         self.dropped: list[str] = []
         self.loss_only: list[str] = []  # outputs detached beside the loss (``_loss_only``)
         self.autocast = autocast_state()  # applied inside the trace, so the backward is traced without it
+        self.traced_state = [(t.dtype, t.device) for _, t in (*model.named_parameters(), *model.named_buffers())]
 
     def tensors(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         """The step's inputs: the model's parameters and buffers as they are now, then the call's tensors."""
@@ -77,6 +78,15 @@ class _Flat(nn.Module):
         if any(t is None or type(t).__name__ == "DTensor" for t in state):  # moved, removed or sharded
             state = state_tensors(self.model, len(self.state_names))  # says which
         return [*state, *(leaves[i] for i in self.positions)]
+
+    def moved(self, flat: list[torch.Tensor]) -> str | None:
+        """Which state tensor (parameter or buffer) has another dtype or device than when traced,
+        and how: the first one, or None."""
+        for name, t, (dtype, device) in zip(self.state_names, flat, self.traced_state):
+            if t.dtype != dtype or t.device != device:
+                return (f"{name} is {str(t.dtype).replace('torch.', '')} on {t.device}, traced as "
+                        f"{str(dtype).replace('torch.', '')} on {device},")
+        return None
 
     def forward(self, *flat: torch.Tensor) -> tuple[torch.Tensor, ...]:
         state = dict(zip(self.state_names, flat))
@@ -277,9 +287,20 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
 
 
 def run(step: Step, args: tuple, kwargs: dict) -> Any:
-    """Call a compiled step: autocast off around it (its casts are in the graph)."""
-    with _autocast_off():
-        out = step.fn(*step.flat.tensors(args, kwargs))
+    """Call a compiled step: autocast off around it (its casts are in the graph). A step that fails
+    on parameters or buffers moved to another dtype or device since it was traced says so."""
+    flat = step.flat.tensors(args, kwargs)
+    try:
+        with _autocast_off():
+            out = step.fn(*flat)
+    except RuntimeError as e:
+        if (moved := step.flat.moved(flat)) is not None:
+            from ..errors import StepError
+
+            raise StepError(f"remat: the model's {moved} since remat.optimize planned it (model.to(...), "
+                            f".half(), .cuda()): its plan is for the model as it was. Call remat.optimize(model, "
+                            f"inputs, budget) again after moving or casting the model") from e
+        raise
     return step.flat.rebuild(out)
 
 
