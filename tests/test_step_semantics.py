@@ -118,3 +118,22 @@ def test_a_model_cast_after_planning_is_told_to_plan_again():
         module(x)
     with pytest.warns(UserWarning, match="new input signature"):
         assert module(x.double()).dtype == torch.float64
+
+
+def test_module_hooks_are_said_to_run_only_while_tracing():
+    """A forward hook collecting activations runs once, on the trace's tensors, not in each planned
+    step: optimize says so, names where, and names the backend, under which it runs each step."""
+    torch.manual_seed(0)
+    model, x = _mlp(), torch.randn(64, 32)
+    seen: list[torch.Tensor] = []
+    model[2].register_forward_hook(lambda m, i, o: seen.append(o))
+    with pytest.warns(UserWarning, match=r"module hooks on 2 \(forward hook\) run once.*remat\.backend"):
+        module = remat.optimize(model, (x,), "85%", verify=False)
+    traced = len(seen)
+    module(x).sum().backward()
+    assert len(seen) == traced
+    torch._dynamo.reset()
+    compiled = torch.compile(model, backend=remat.backend(budget="85%", compiler="eager"))
+    compiled(x).sum().backward()
+    assert len(seen) == traced + 1 and torch.equal(seen[-1], model[:3](x))
+    torch._dynamo.reset()

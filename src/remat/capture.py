@@ -243,6 +243,44 @@ def check_model(model: Any, example_inputs: Any, where: str = "remat") -> None:
                          f"positional arguments or a dict of keyword arguments, e.g. torch.randn(8, 3, 224, 224)")
 
 
+HOOKS = ("_forward_pre_hooks", "_forward_hooks", "_backward_pre_hooks", "_backward_hooks")
+# hooks whose whole effect the trace keeps: transformers' ``enable_input_require_grads`` (set by its
+# gradient checkpointing and by PEFT) marks the embeddings' output as requiring a gradient
+TRACED_HOOKS = ("enable_input_require_grads.<locals>.make_inputs_require_grads",)
+
+
+def hooked_modules(model: nn.Module) -> list[str]:
+    """Where ``model`` has module hooks (forward, forward-pre, backward, backward-pre), its own or
+    the global ones (``nn.modules.module.register_module_forward_hook``), but ``TRACED_HOOKS``:
+    "path (kind)" each."""
+    from torch.nn.modules import module as nn_module
+
+    def live(hooks: Any) -> bool:
+        return any(not getattr(h, "__qualname__", "").endswith(TRACED_HOOKS) for h in (hooks or {}).values())
+
+    def kind_name(kind: str) -> str:
+        return kind.strip("_").replace("_", " ")[:-1]
+
+    out = [f"global ({kind_name(kind)})" for kind in HOOKS if live(getattr(nn_module, f"_global{kind}", None))]
+    for path, m in model.named_modules():
+        out += [f"{path or type(model).__name__} ({kind_name(kind)})" for kind in HOOKS if live(getattr(m, kind, None))]
+    return out
+
+
+def warn_hooks(model: nn.Module, where: str = "remat.optimize") -> None:
+    """Warn that module hooks run once, while the step is traced, not in each planned step: a hook
+    that collects activations or gradients (for a loss, for logging) would keep the trace's."""
+    hooked = hooked_modules(model)
+    if hooked:
+        import warnings
+
+        more = f" and {len(hooked) - 3} more" if len(hooked) > 3 else ""
+        warnings.warn(f"{where}: module hooks on {', '.join(hooked[:3])}{more} run once, while remat traces the "
+                      f"step, not in each planned step (what they collect is the trace's). Remove them, or compile "
+                      f"the model with torch.compile(model, backend=remat.backend(budget=...)), which runs them "
+                      f"as torch.compile does", stacklevel=3)
+
+
 def _short(x: Any, width: int = 60) -> str:
     text = " ".join(repr(x).split())
     return text if len(text) <= width else text[: width - 3] + "..."

@@ -43,7 +43,7 @@ from .api import min_budget, solve
 from .budget import UNITS, fmt_bytes, is_relative, parse_budget  # noqa: F401 - remat.optimize.parse_budget
 from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InfeasibleError, InputError, RematError, StepError  # noqa: F401
-from .capture import Program, check_model, explain, trace
+from .capture import Program, check_model, explain, trace, warn_hooks
 from .compiled.costs import DEFAULT_COST
 from .graph import Graph
 from .measure import measure
@@ -163,6 +163,7 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     parse_budget_syntax(budget)  # an unreadable budget is refused before any work
     check_model(model, example_inputs, "remat.optimize")
     model = _unwrap_compiled(model)
+    warn_hooks(model)
     from . import distributed, plancache
 
     wrapped = distributed.optimize_wrapped(model, lambda inner: optimize(
