@@ -272,8 +272,8 @@ def test_hf_cache_output_is_dropped_and_reported():
     module = remat.optimize(model, inputs, "100%", verify=False)
     out = module(**inputs)
     if model.config.use_cache:
-        assert out.past_key_values is None
-        assert module.step.flat.dropped == ["past_key_values"]
+        assert all(out.get(name) is None for name in ("cache", "past_key_values"))  # renamed in transformers 5.24
+        assert module.step.flat.dropped in (["cache"], ["past_key_values"])
 
 
 @pytest.mark.parametrize("autocast", [False, True], ids=["fp32", "bf16-autocast"])

@@ -69,8 +69,8 @@ def test_hf_model_as_it_comes(name):
         assert (p.grad is None) == (q.grad is None), n
         assert p.grad is None or torch.equal(p.grad, q.grad), n
     if getattr(model.config, "use_cache", False) and name != "bert":
-        assert out.past_key_values is None
-        assert module.report.get("dropped_outputs") == ["past_key_values"]
+        assert all(out.get(name) is None for name in ("cache", "past_key_values"))  # renamed in transformers 5.24
+        assert module.report.get("dropped_outputs") in (["cache"], ["past_key_values"])
 
 
 def test_a_model_that_checkpoints_itself_is_planned_in_place_of_it_and_says_so():

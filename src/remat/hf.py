@@ -13,7 +13,7 @@ same way, once (``shapes=[...]`` plans them up front, ``plan_cache=DIR`` keeps p
 Because the class and the forward's signature are the model's own, Trainer sees what it sees
 without remat: its column filter keeps the model's inputs (no ``remove_unused_columns=False``),
 ``label_names`` are found (``eval_loss`` is reported), and ``save_model`` writes the model with
-its tied weights as Hugging Face does. Caches (``past_key_values``) are dropped in training.
+its tied weights as Hugging Face does. Caches (``cache``, ``past_key_values`` before transformers 5.24) are dropped in training.
 
 Under ``torch.distributed`` (Trainer/accelerate wrapping the model in DDP) this is the order
 ``DDP(remat.optimize(model))``, whose gradients equal plain DDP's (``remat.distributed``).

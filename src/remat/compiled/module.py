@@ -208,17 +208,30 @@ def describe(args: tuple, kwargs: dict) -> str:
                                                 if ac else "off")
 
 
+CACHES = ("cache", "past_key_values")  # transformers 5.24 renamed ``past_key_values`` to ``cache``
+
+
 def _drop_caches(out: Any, dropped: list[str]) -> Any:
-    """Training outputs that are caches (Hugging Face ``past_key_values``) are dropped: a
-    training step never reads them, and holding them would hold every layer's keys and values."""
-    cache = getattr(out, "past_key_values", None)
-    if cache is not None and not isinstance(cache, torch.Tensor):
-        try:
-            out["past_key_values"] = None
-        except (TypeError, KeyError):
-            out.past_key_values = None
-        if "past_key_values" not in dropped:
-            dropped.append("past_key_values")
+    """Training outputs that are caches (Hugging Face ``cache``, ``past_key_values`` before 5.24)
+    are dropped: a training step never reads them, and holding them would hold every layer's keys
+    and values. Read by key, not by the renamed attribute (which logs a deprecation)."""
+    from collections.abc import MutableMapping
+
+    for name in CACHES:
+        if isinstance(out, MutableMapping):  # the raw keys: ``get`` of the old name logs a deprecation too
+            cache = dict.get(out, name) if isinstance(out, dict) else (out[name] if name in out.keys() else None)
+        elif name == "past_key_values":
+            cache = getattr(out, name, None)
+        else:
+            continue
+        if cache is None or isinstance(cache, torch.Tensor):
+            continue
+        if isinstance(out, MutableMapping):
+            out[name] = None
+        else:
+            setattr(out, name, None)
+        if name not in dropped:
+            dropped.append(name)
     return out
 
 
