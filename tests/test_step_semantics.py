@@ -137,3 +137,15 @@ def test_module_hooks_are_said_to_run_only_while_tracing():
     compiled(x).sum().backward()
     assert len(seen) == traced + 1 and torch.equal(seen[-1], model[:3](x))
     torch._dynamo.reset()
+
+
+def test_many_input_lengths_are_told_how_to_plan_fewer():
+    """Each new input signature is planned once and said; from the fourth on the warning also names
+    padding to a few lengths and the backend, which plans one graph for every length."""
+    torch.manual_seed(0)
+    model = _mlp()
+    module = remat.optimize(model, (torch.randn(64, 32),), "85%", verify=False)
+    for n, many in ((48, False), (40, False), (56, True)):
+        with pytest.warns(UserWarning, match="new input signature") as caught:
+            module(torch.randn(n, 32)).sum().backward()
+        assert any("pad_to_multiple_of" in str(w.message) for w in caught) == many

@@ -443,6 +443,9 @@ def _autocast_off() -> contextlib.AbstractContextManager:
     return stack
 
 
+MANY_SIGNATURES = 3  # planned signatures after which a new one's warning names the ways to fewer
+
+
 class CompiledModule(nn.Module):
     """The optimized model: a training call runs the compiled step planned for its key (input
     signature + autocast state); evaluation and ``no_grad`` calls run the model itself.
@@ -529,9 +532,13 @@ class CompiledModule(nn.Module):
 
         how = ("within the budget as the first plan: measured, planned and verified on these inputs"
                if self.replan is not None and not (args and kwargs) else "planned on the simulated peak")
+        many = "" if len(self._steps) < MANY_SIGNATURES else (
+            f". This is signature {len(self._steps) + 1}: batches of many lengths are planned once each; pad them "
+            f"to a few lengths (transformers' DataCollatorWithPadding(pad_to_multiple_of=64)), or compile with "
+            f"torch.compile(model, backend=remat.backend(budget=...)), which plans one graph for every length")
         warnings.warn(f"remat: planning for a new input signature or autocast state ({describe(args, kwargs)}): "
-                      f"{how}; pass every signature to remat.optimize(..., shapes=[...]) to plan it up front",
-                      stacklevel=3)
+                      f"{how}; pass every signature to remat.optimize(..., shapes=[...]) to plan it up front{many}",
+                      stacklevel=6)  # the user's call: _train, forward, and nn.Module's two call wrappers between
         if self.replan is not None and not (args and kwargs):
             self.adopt(self.replan(kwargs if kwargs else args))
             if key in self._steps:
