@@ -105,3 +105,35 @@ def test_a_model_that_checkpoints_itself_is_planned_in_place_of_it_and_says_so()
     assert own_checkpointing(model) is None and own_checkpointing(timm_like) is None
     timm_like.grad_checkpointing = True  # what timm's set_grad_checkpointing() sets
     assert own_checkpointing(timm_like) == ("timm's set_grad_checkpointing()", "model.set_grad_checkpointing(False)")
+
+
+def test_a_multimodal_model_that_checks_its_inputs_values_is_planned():
+    """LLaVA checks that the image tokens in ``input_ids`` match the image features, a condition on
+    tensor values a fake-tensor trace cannot read: capture refused it as data-dependent. The
+    trace skips transformers' checks (its own switch), eager runs them: gradients equal eager's.
+    Its vision tower's own outputs, nested in the model's, are planned without a gradient path as
+    its logits are: the vision layer after the feature layer (-2) gets no gradient, as in eager
+    (it got zeros, which an optimizer's weight decay then applies)."""
+    t = transformers
+    torch.manual_seed(0)
+    vision = t.CLIPVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=1, num_attention_heads=2,
+                                image_size=16, patch_size=8)
+    text = t.LlamaConfig(num_hidden_layers=2, hidden_size=32, intermediate_size=64, num_attention_heads=4,
+                         num_key_value_heads=2, vocab_size=V)
+    model = t.LlavaForConditionalGeneration(t.LlavaConfig(vision_config=vision, text_config=text, image_token_index=V - 1,
+                                                          vision_feature_select_strategy="full")).train()
+    ids = torch.randint(0, V - 1, (2, 12))
+    ids[:, 1:6] = V - 1  # one image: 4 patches and the class token
+    inputs = {"input_ids": ids, "pixel_values": torch.randn(2, 3, 16, 16), "labels": ids}
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, inputs, "70%", solver="chen-greedy", verify=False)
+    assert module.report["recomputed_ops"] > 0
+    torch.manual_seed(1)
+    module(**inputs).loss.backward()
+    torch.manual_seed(1)
+    ref(**inputs).loss.backward()
+    assert all((p.grad is None and q.grad is None) or torch.equal(p.grad, q.grad)
+               for p, q in zip(model.parameters(), ref.parameters()))
+    assert all(p.grad is None for n, p in model.named_parameters() if "vision_tower" in n and "layers.0" in n)
+    with pytest.raises(remat.errors.StepError, match="`image_outputs` output"):
+        module(**inputs).image_outputs.last_hidden_state.sum().backward()

@@ -56,7 +56,7 @@ from . import progress
 from .errors import CaptureError, InputError
 from .compiled.mutated import mutated_inputs, reads_old_data
 from .graph import Graph
-from .hf_inputs import eager_positions, packed_positions
+from .hf_inputs import eager_positions, packed_positions, unchecked_values
 
 COSTS = ("flops", "profile", "paper")
 
@@ -149,7 +149,7 @@ def trace(model: nn.Module, example_inputs: Any, cost: str = "flops", name: str 
         return [x for x in out_leaves if isinstance(x, torch.Tensor)]
 
     label = name or type(model).__name__
-    with eager_positions(packed_positions(kwargs)):
+    with eager_positions(packed_positions(kwargs)), unchecked_values():
         gm = _make_fx(fn, flat, label)
     out_leaves = _output_leaves(out_info["leaves"], gm, label)
     prog = _build(gm, flat, state_names, len(params), set(buffers), cost, label)

@@ -1,5 +1,7 @@
 """Hugging Face inputs read as eager transformers reads them, for a step traced with fake tensors.
 
+(Also: transformers' value checks on inputs, skipped in the trace, ``unchecked_values``.)
+
 Eager transformers looks at the values of some inputs and, when they allow it, runs attention
 without a mask (``is_causal`` scaled-dot-product attention). Traced, it cannot read values and
 builds the mask: another kernel path, a mask per layer saved for the backward (1 MiB in all on a
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
+import os
 import sys
 from typing import Any, Iterator
 
@@ -88,3 +91,25 @@ def eager_positions(packed: bool) -> Iterator[None]:
 def _not_packed(position_ids: torch.Tensor) -> None:
     """``find_packed_sequence_indices`` for position ids known not to be packed."""
     return None
+
+
+@contextlib.contextmanager
+def unchecked_values() -> Iterator[None]:
+    """While tracing, transformers' ``torch_compilable_check`` is off (its own switch,
+    ``TRANSFORMERS_DISABLE_TORCH_CHECK=1``, read at each check).
+
+    Why: multimodal models check tensor conditions on the inputs (LLaVA: the image tokens in
+    ``input_ids`` against the image features), which a trace on fake tensors cannot read, so
+    capture refused every such model (data-dependent). The check guards the inputs, not the
+    computation: eager runs it on the real inputs (``remat.optimize``'s measured vanilla step, and
+    every evaluation call)."""
+    key = "TRANSFORMERS_DISABLE_TORCH_CHECK"
+    old = os.environ.get(key)
+    os.environ[key] = "1"
+    try:
+        yield
+    finally:
+        if old is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = old

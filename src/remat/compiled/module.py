@@ -19,7 +19,7 @@ import torch.utils._pytree as pytree
 from torch import nn
 
 from .eager_ops import eager_dropout
-from ..hf_inputs import eager_positions, packed_positions, plain_mask
+from ..hf_inputs import eager_positions, packed_positions, plain_mask, unchecked_values
 from .partitioner import Planned, Planner
 
 AUTOCAST_DEVICES = ("cpu", "cuda")
@@ -110,7 +110,9 @@ class _Flat(nn.Module):
         out = pytree.tree_unflatten(leaves, self.out_spec)
         if self.loss_only:  # a gradient into the other outputs was not planned: say so if one comes
             for name in self.loss_only:
-                out[name] = _Unplanned.apply(out[name], _ANCHOR, name)
+                out[name] = pytree.tree_map_only(
+                    torch.Tensor, lambda t, name=name: _Unplanned.apply(t, _ANCHOR, name) if _differentiable(t) else t,
+                    out[name])
         return out
 
 
@@ -132,10 +134,15 @@ def _loss_only(out: Any) -> tuple[Any, list[str]]:
     loss = out.get("loss")
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
         return out, []
-    names = [k for k, v in out.items() if k != "loss" and isinstance(v, torch.Tensor) and v.requires_grad]
-    for k in names:
-        out[k] = out[k].detach()
+    names = [k for k, v in out.items() if k != "loss" and any(
+        isinstance(t, torch.Tensor) and t.requires_grad for t in pytree.tree_leaves(v))]
+    for k in names:  # nested too: a vision tower's own outputs inside a multimodal model's (LLaVA's image_outputs)
+        out[k] = pytree.tree_map_only(torch.Tensor, torch.Tensor.detach, out[k])
     return out, names
+
+
+def _differentiable(t: torch.Tensor) -> bool:
+    return t.is_floating_point() or t.is_complex()
 
 
 class _Unplanned(torch.autograd.Function):
@@ -272,7 +279,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     def trace(compiling: bool) -> Callable:
         # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
         with _autocast_off(), _compiling() if compiling else contextlib.nullcontext(), _module_paths(model), \
-                eager_dropout(), eager_positions(packed), quiet_torch_logs(), \
+                eager_dropout(), eager_positions(packed), unchecked_values(), quiet_torch_logs(), \
                 _no_donated_buffers(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
             # buffer updates (batch-norm statistics) stay in the forward graph, where they are made in
