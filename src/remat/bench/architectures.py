@@ -133,6 +133,12 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
         "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128,
         "image_size": 32, "patch_size": 8, "decoder_hidden_size": 32, "decoder_num_hidden_layers": 1,
         "decoder_num_attention_heads": 4, "decoder_intermediate_size": 64}, "masked-image"),
+    # a vision tower's patches as tokens of a language model: image tokens in the ids, checked by value
+    "llava": ("LlavaConfig", "LlavaForConditionalGeneration", {
+        "vision_config": {"model_type": "clip_vision_model", "hidden_size": 64, "num_hidden_layers": 2,
+                          "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32, "patch_size": 8},
+        "text_config": {"model_type": "llama", **_LM, "num_key_value_heads": 2},
+        "image_token_index": 255}, "image-tokens"),
 }
 
 
@@ -163,7 +169,8 @@ def build(name: str, seed: int = 0) -> tuple[torch.nn.Module, dict[str, torch.Te
 def _inputs(kind: str, fields: dict[str, Any], seed: int) -> dict[str, Any]:
     """A batch of 2 the model computes its loss from: token ids (labels the same ids), 64-pixel
     images with labels, log-mel features with target ids (speech), 4 image-text pairs (a
-    contrastive loss: ``return_loss``), or 32-pixel images alone (masked-image pretraining)."""
+    contrastive loss: ``return_loss``), 32-pixel images alone (masked-image pretraining), or token
+    ids with an image's tokens and the image (a vision-language model)."""
     gen = torch.Generator().manual_seed(seed)
     if kind == "text":
         ids = torch.randint(0, 256, (2, 32), generator=gen)
@@ -178,6 +185,13 @@ def _inputs(kind: str, fields: dict[str, Any], seed: int) -> dict[str, Any]:
         size = fields["vision_config"]["image_size"]
         return {"input_ids": torch.randint(0, fields["text_config"]["vocab_size"], (4, 16), generator=gen),
                 "pixel_values": torch.randn(4, 3, size, size, generator=gen), "return_loss": True}
+    if kind == "image-tokens":  # an image's 16 patch features take the places of 16 image tokens
+        vision = fields["vision_config"]
+        patches = (vision["image_size"] // vision["patch_size"]) ** 2
+        ids = torch.randint(0, fields["image_token_index"], (2, 32), generator=gen)
+        ids[:, 1:1 + patches] = fields["image_token_index"]
+        return {"input_ids": ids, "labels": ids,
+                "pixel_values": torch.randn(2, 3, vision["image_size"], vision["image_size"], generator=gen)}
     assert kind == "masked-image", kind
     return {"pixel_values": torch.randn(2, 3, fields["image_size"], fields["image_size"], generator=gen)}
 
