@@ -64,7 +64,7 @@ class _Flat(nn.Module):
         self.out_spec: Any = None
         self.out_consts: list[Any] = []
         self.dropped: list[str] = []
-        self.loss_only: list[str] = []  # outputs detached beside the loss (``_loss_only``)
+        self.loss_only: dict[str, list[int]] = {}  # outputs detached beside the loss (``_loss_only``)
         self.autocast = autocast_state()  # applied inside the trace, so the backward is traced without it
         self.traced_state = [(t.dtype, t.device) for _, t in (*model.named_parameters(), *model.named_buffers())]
 
@@ -110,18 +110,21 @@ class _Flat(nn.Module):
         out = pytree.tree_unflatten(leaves, self.out_spec)
         if self.loss_only:  # a gradient into the other outputs was not planned: say so if one comes
             for name in self.loss_only:
-                out[name] = pytree.tree_map_only(
-                    torch.Tensor, lambda t, name=name: _Unplanned.apply(t, _ANCHOR, name) if _differentiable(t) else t,
-                    out[name])
+                leaves, spec = pytree.tree_flatten(out[name])
+                out[name] = pytree.tree_unflatten(
+                    [_Unplanned.apply(t, _ANCHOR, name) if k in self.loss_only[name] else t
+                     for k, t in enumerate(leaves)], spec)
         return out
 
 
 _ANCHOR = torch.zeros((), requires_grad=True)  # makes _Unplanned's outputs require grad
 
 
-def _loss_only(out: Any) -> tuple[Any, list[str]]:
+def _loss_only(out: Any) -> tuple[Any, dict[str, list[int]]]:
     """An output with a scalar ``loss`` beside other differentiable tensors (a Hugging Face
-    model given labels): those others detached, and their names.
+    model given labels): those others detached (nested ones too: a vision tower's own outputs
+    inside a multimodal model's, LLaVA's ``image_outputs``), and for each name the positions of
+    the detached tensors among its leaves.
 
     Why: AOTAutograd's backward takes a gradient for every differentiable output, and autograd
     hands it a zeros tensor for each one the loss does not flow through: for a causal LM a
@@ -130,19 +133,18 @@ def _loss_only(out: Any) -> tuple[Any, list[str]]:
     from collections.abc import MutableMapping
 
     if not isinstance(out, MutableMapping):
-        return out, []
+        return out, {}
     loss = out.get("loss")
     if not (isinstance(loss, torch.Tensor) and loss.dim() == 0 and loss.requires_grad):
-        return out, []
-    names = [k for k, v in out.items() if k != "loss" and any(
-        isinstance(t, torch.Tensor) and t.requires_grad for t in pytree.tree_leaves(v))]
-    for k in names:  # nested too: a vision tower's own outputs inside a multimodal model's (LLaVA's image_outputs)
-        out[k] = pytree.tree_map_only(torch.Tensor, torch.Tensor.detach, out[k])
-    return out, names
-
-
-def _differentiable(t: torch.Tensor) -> bool:
-    return t.is_floating_point() or t.is_complex()
+        return out, {}
+    detached: dict[str, list[int]] = {}
+    for k in [k for k in out.keys() if k != "loss"]:
+        leaves, spec = pytree.tree_flatten(out[k])
+        where = [i for i, t in enumerate(leaves) if isinstance(t, torch.Tensor) and t.requires_grad]
+        if where:
+            detached[k] = where
+            out[k] = pytree.tree_unflatten([t.detach() if i in where else t for i, t in enumerate(leaves)], spec)
+    return out, detached
 
 
 class _Unplanned(torch.autograd.Function):
