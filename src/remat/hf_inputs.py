@@ -103,13 +103,7 @@ def unchecked_values() -> Iterator[None]:
     capture refused every such model (data-dependent). The check guards the inputs, not the
     computation: eager runs it on the real inputs (``remat.optimize``'s measured vanilla step, and
     every evaluation call)."""
-    key = "TRANSFORMERS_DISABLE_TORCH_CHECK"
-    old = os.environ.get(key)
-    os.environ[key] = "1"
-    try:
+    from unittest import mock
+
+    with mock.patch.dict(os.environ, {"TRANSFORMERS_DISABLE_TORCH_CHECK": "1"}):
         yield
-    finally:
-        if old is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = old

@@ -371,17 +371,16 @@ def _no_donated_buffers() -> Any:
     donated tensors again. fx code writes over none of them, so the step's peak is the same (a
     4-layer Llama at 50-100%: to the byte). An empty list, not ``config.donated_buffer=False``:
     the check at backward time reads the config then, and takes a list left unset as donations."""
+    from unittest import mock
+
     try:
         from torch._functorch._aot_autograd import graph_compile
-        original = graph_compile.collect_bw_donated_buffer_idxs
+        graph_compile.collect_bw_donated_buffer_idxs  # noqa: B018 - present in this torch?
     except (ImportError, AttributeError):  # AOTAutograd internals moved: nothing to patch
         yield
         return
-    graph_compile.collect_bw_donated_buffer_idxs = lambda *args, **kwargs: []
-    try:
+    with mock.patch.object(graph_compile, "collect_bw_donated_buffer_idxs", lambda *args, **kwargs: []):
         yield
-    finally:
-        graph_compile.collect_bw_donated_buffer_idxs = original
 
 
 @contextlib.contextmanager
