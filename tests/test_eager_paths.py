@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from torch import nn
 
 import remat
+from remat.compiled import eager_ops
 
 
 def _train_step(module: nn.Module, *args, **kwargs) -> torch.Tensor:
@@ -213,6 +214,88 @@ def test_libraries_that_ask_whether_they_are_compiled_are_traced_on_their_eager_
     calls = _attention_calls(module)
     assert calls and all(n.kwargs.get("attn_mask") is None and n.args[4:5] == (True,) for n in calls), calls[0].args
     _assert_same_step(model, module, ref, x)
+
+
+class _ActivationAcross(nn.Module):
+    """An activation whose gradient comes back laid out across its input: read transposed and
+    flattened, so the gradient arrives transposed while the saved input is contiguous. Eager's
+    kernel lays the input gradient out as the gradient; torch's Python decomposition, which fake
+    tensors run, as the input, so a trace bakes the linear's backward as a ``view`` that the real
+    gradient cannot take (HF Qwen3-Next's ``softplus``; ``torch.compile(backend="aot_eager")``
+    fails on this module)."""
+
+    def __init__(self, act: nn.Module) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.act(self.lin(x) + 1.0).transpose(1, 2).reshape(x.shape[0], -1).square().sum()
+
+
+@pytest.mark.parametrize("act", [nn.Softplus(), nn.ELU(), nn.Hardswish(), nn.Hardsigmoid(), nn.Hardtanh()],
+                         ids=lambda a: type(a).__name__)
+def test_an_activation_gradient_laid_out_across_its_input_trains_as_in_eager(act):
+    model = _ActivationAcross(act)
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 16, 8)
+    _assert_same_step(model, remat.optimize(model, (x,), "100%", verify=False), ref, x)
+
+
+def test_an_activation_gradient_laid_out_across_its_input_trains_under_the_backend():
+    torch._dynamo.reset()
+    model = _ActivationAcross(nn.Softplus())
+    ref = copy.deepcopy(model)
+    x = torch.randn(2, 16, 8)
+    compiled = torch.compile(model, backend=remat.backend(budget="100%", compiler="eager"))
+    _assert_same_step(model, compiled, ref, x)
+    torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("name", eager_ops.LAYOUT_OPS)
+def test_fake_layouts_of_activation_backwards_are_eagers(name):
+    """Under ``eager_layouts`` each listed op's fake output has the strides of its real output,
+    for a gradient laid out across the input and the other way round."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    op = getattr(torch.ops.aten, name).default
+    args = {"softplus_backward": lambda g, x: (g, x, 1.0, 20.0), "elu_backward": lambda g, x: (g, 1.0, 1.0, 1.0, False, x),
+            "hardtanh_backward": lambda g, x: (g, x, -1.0, 1.0), "logit_backward": lambda g, x: (g, x, None),
+            "native_dropout_backward": lambda g, x: (g, x > 0.5, 1.25)}.get(name, lambda g, x: (g, x))
+    across, along = torch.rand(2, 8, 16).transpose(1, 2), torch.rand(2, 16, 8)
+    for grad, other in ((across, along), (along, across)):
+        given = args(grad, other)
+        real = op(*given)
+        with eager_ops.eager_layouts(), FakeTensorMode() as mode:
+            fake = op(*[mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in given])
+        assert fake.stride() == real.stride(), (name, grad.stride())
+
+
+def test_a_step_traceable_only_as_torch_compile_traces_it_says_so():
+    """A library whose eager path cannot be traced (a branch on a tensor's value) but whose
+    compile-time path can: the step is traced as torch.compile traces it, and the report says so
+    and why, since that path may compute otherwise than eager's."""
+
+    class Branchy(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = self.lin(x)
+            if not torch.compiler.is_compiling() and h.sum().item() < -1e9:  # eager's check reads a value
+                raise ValueError("unreachable")
+            return h.relu().square().sum()
+
+    model = Branchy()
+    ref = copy.deepcopy(model)
+    x = torch.randn(4, 8)
+    module = remat.optimize(model, (x,), "100%", verify=False)
+    (note,) = [n for n in module.report.notes if "torch.compile traces it" in n]
+    assert "eager's path failed to trace (DataDependent" in note
+    _assert_same_step(model, module, ref, x)
+    plain = remat.optimize(nn.Sequential(nn.Linear(8, 8), nn.ReLU()), (x,), "100%", verify=False)
+    assert not any("torch.compile traces it" in n for n in plain.report.notes)
 
 
 def test_packed_position_ids_keep_the_mask_and_are_planned_as_their_own_signature():

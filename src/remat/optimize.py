@@ -272,6 +272,8 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
             f"{100 * report['measured_peak'] / vanilla:.1f}% of eager's peak: the step runs eager PyTorch, "
             f"which costs nothing over it")]
         report.update(executor="eager", measured_peak=vanilla)
+    if not step.eager and (traced := step.traced()) is not None:
+        report["notes"] = [*report.get("notes", []), traced]
     if not step.eager and (own := own_checkpointing(model)) is not None:
         report["notes"] = [*report.get("notes", []), (
             f"the model checkpoints its own activations ({own[0]}): remat's plan replaces that checkpointing; "

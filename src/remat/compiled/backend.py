@@ -299,7 +299,7 @@ class RematBackend:
         if compiler == "eager":
             from torch._dynamo.backends.common import aot_autograd
 
-            from .eager_ops import eager_dropout
+            from .eager_ops import eager_dropout, eager_layouts
             from .module import fx_codegen
 
             def backward(bw: torch.fx.GraphModule, example: list) -> Callable:
@@ -312,7 +312,7 @@ class RematBackend:
             # the loss does not use; the backward traced without autocast, as eager autograd runs it after
             # the user's autocast block (torch's default traces it under the forward's autocast: casts
             # to bf16 in the backward of fp32 ops, e.g. CPU attention's math path, 6.5e-3 off on HF GPT-2)
-            with eager_dropout(), tangents.no_zero_grads(planned), \
+            with eager_dropout(), eager_layouts(), tangents.no_zero_grads(planned), \
                     torch._functorch.config.patch(backward_pass_autocast="off"):
                 fn = aot_autograd(fw_compiler=fx_codegen, bw_compiler=backward, partition_fn=part,
                                   keep_inference_input_mutations=True)(gm, inputs)

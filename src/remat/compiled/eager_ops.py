@@ -9,12 +9,21 @@ a float scale), and gradients drift by up to 1% relative. While tracing, ``eager
 makes ``aten.dropout`` on CPU tensors trace to ATen's own unfused ops; other devices keep the
 fused op, as eager does. Interpolation is traced as ATen's own upsampling ops, not torch's Python
 decompositions of them (``_upsample_ops``).
+
+Layouts: fake tensors compute some ops' outputs with torch's Python decompositions, which can lay
+them out otherwise than eager's kernel. The pointwise activation backwards (``LAYOUT_OPS``) run on
+TensorIterator, whose output takes the layout of the gradient where the gradient and the saved
+input differ; the decomposition's ``where`` takes the input's. A trace then bakes a ``view`` where
+eager's ``reshape`` copies, and the backward fails (HF Qwen3-Next: the gated delta net's
+``softplus`` of a split projection, under ``torch.compile``'s ``aot_eager`` too). While tracing,
+``eager_layouts()`` gives those outputs eager's layout.
 """
 
 from __future__ import annotations
 
 import contextlib
-from typing import Iterator
+import functools
+from typing import Any, Callable, Iterator
 
 import torch
 from torch._C import DispatchKey
@@ -129,3 +138,45 @@ def _clear(op: torch._ops.OpOverload) -> None:
     cache = getattr(op, "_dispatch_cache", None)  # the kernel chosen per dispatch key is cached
     if cache is not None:
         cache.clear()
+
+
+# pointwise backwards whose kernel lays its output out by TensorIterator over its tensor arguments in
+# order, where torch's Python decomposition (what fake tensors run for them) does not
+LAYOUT_OPS = ("softplus_backward", "elu_backward", "hardsigmoid_backward", "hardtanh_backward",
+              "hardswish_backward", "logit_backward", "native_dropout_backward")
+
+
+@contextlib.contextmanager
+def eager_layouts() -> Iterator[None]:
+    """While tracing, ``LAYOUT_OPS``' fake outputs take the layout eager's kernels give them."""
+    from unittest import mock
+
+    from torch._decomp import decomposition_table
+
+    ops = [getattr(aten, name).default for name in LAYOUT_OPS if hasattr(aten, name)]
+    patched = {op: _eager_layout(decomposition_table[op]) for op in ops if op in decomposition_table}
+    with mock.patch.dict(decomposition_table, patched):
+        yield
+
+
+def _eager_layout(decomposition: Callable) -> Callable:
+    """``decomposition`` with its fake output laid out as TensorIterator lays out eager's (the strides
+    of a pointwise op over the same-shaped tensor arguments, in order). Only a fake tensor's own
+    propagation is changed: where the decomposition is traced into a graph (a proxy mode is on), its
+    ops are the graph's and stay as they are."""
+    from torch._prims_common import compute_elementwise_output_strides
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    # wraps: fake tensors run a decomposition only if it is torch's own (module and name)
+    @functools.wraps(decomposition)
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = decomposition(*args, **kwargs)
+        if not isinstance(out, FakeTensor) or torch._C._get_dispatch_mode(torch._C._TorchDispatchModeKey.PROXY):
+            return out
+        same = [a for a in args if isinstance(a, torch.Tensor) and a.shape == out.shape]
+        strides = tuple(compute_elementwise_output_strides(*same))
+        if strides == out.stride():
+            return out
+        return torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device)
+
+    return run

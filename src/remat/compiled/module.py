@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from .eager_ops import eager_dropout
+from .eager_ops import eager_dropout, eager_layouts
 from ..hf_inputs import eager_positions, packed_positions, plain_mask, unchecked_values
 from .partitioner import Planned, Planner
 
@@ -255,6 +255,18 @@ class Step:
     # the plan recomputes nothing and its code peaks as eager's step does: run the model itself
     # (``optimize.EAGER_SHARE``), which costs nothing over it
     eager: bool = False
+    # why tracing eager's path failed, where the step was traced the way torch.compile traces it (``traced``)
+    compile_path: str | None = None
+
+    def traced(self) -> str | None:
+        """A report note where the step was traced with ``torch.compiler.is_compiling()`` set, so
+        that libraries took their compile-time path, not eager's: a user comparing with eager should
+        know which program runs."""
+        if self.compile_path is None:
+            return None
+        return (f"traced as torch.compile traces it (torch.compiler.is_compiling() True), because eager's path "
+                f"failed to trace ({self.compile_path}): libraries may compute otherwise there (HF Jamba: an "
+                f"associative scan for the sequential one), so gradients can differ from eager's in the last bits")
 
 
 def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) -> Step:
@@ -281,7 +293,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     def trace(compiling: bool) -> Callable:
         # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
         with _autocast_off(), _compiling() if compiling else contextlib.nullcontext(), _module_paths(model), \
-                eager_dropout(), eager_positions(packed), unchecked_values(), quiet_torch_logs(), \
+                eager_dropout(), eager_layouts(), eager_positions(packed), unchecked_values(), quiet_torch_logs(), \
                 _no_donated_buffers(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
             # buffer updates (batch-norm statistics) stay in the forward graph, where they are made in
@@ -291,12 +303,14 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
                                          bw_compiler=fx_codegen, partition_fn=planner,
                                          keep_inference_input_mutations=True)
 
+    first: str | None = None
     try:
         try:
             fn = trace(compiling=False)
         except RematError:
             raise
-        except Exception:  # noqa: BLE001 - traced again the way torch.compile would; its error is the one told
+        except Exception as e:  # noqa: BLE001 - traced again the way torch.compile would; its error is the one told
+            first = f"{type(e).__name__}: {(str(e).strip().splitlines() or [''])[0][:200]}"
             fn = trace(compiling=True)
     except RematError:
         raise
@@ -305,7 +319,8 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     if len(planner.planned) == count:
         raise StepError("remat: nothing in this step needs a gradient: put the model in training mode "
                         "(model.train()) and let its parameters require grad")
-    return Step(flat=flat, fn=fn, planned=planner.planned[-1], compile_seconds=time.perf_counter() - started)
+    return Step(flat=flat, fn=fn, planned=planner.planned[-1], compile_seconds=time.perf_counter() - started,
+                compile_path=first)
 
 
 def run(step: Step, args: tuple, kwargs: dict) -> Any:
