@@ -1,4 +1,4 @@
-"""Breadth: 45 transformers architectures nobody here wrote, from small public configs with their
+"""Breadth: 65 transformers architectures nobody here wrote, from small public configs with their
 defaults, planned by ``remat.optimize`` within a budget, gradients compared with eager's.
 
     .venv/bin/python bench/bench_architectures.py --out bench/results/architectures_cpu
@@ -44,9 +44,15 @@ def table(rows: list[dict[str, Any]]) -> str:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['dtype']} | | | | | | | error: {r['error'][:120]} |")
             continue
-        note = f"refused {r['budget']}, ran within the budget named" if "refused" in r else ""
+        notes = [f"refused {r['budget']}, ran within the budget named"] if "refused" in r else []
+        if any("torch.compile traces it" in n for n in r.get("notes", ())):
+            notes.append("traced as torch.compile traces it")
+        note = "; ".join(notes)
         block = f"{r['per_block_fraction']:.3f}" if "per_block_fraction" in r else "none"
-        lines.append(f"| {r['model']} | {r['dtype']} | {'yes' if r['grads_equal'] and r['loss_equal'] else 'NO'} | "
+        same = "yes" if r["grads_equal"] and r["loss_equal"] else "NO"
+        if "grad_diff" in r:
+            same += f" ({r['grad_diff']:.1e})"
+        lines.append(f"| {r['model']} | {r['dtype']} | {same} | "
                      f"{r['peak_fraction']:.3f} | {block} | {r['solver']} | {r['recompute_fraction']:.3f} | "
                      f"{r['plan_seconds']:.1f} | {note} |")
     return "\n".join(lines) + "\n"

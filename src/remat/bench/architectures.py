@@ -139,6 +139,48 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
                           "num_attention_heads": 4, "intermediate_size": 128, "image_size": 32, "patch_size": 8},
         "text_config": {"model_type": "llama", **_LM, "num_key_value_heads": 2},
         "image_token_index": 255}, "image-tokens"),
+    # the fifth batch: 2025-26 designs. Latent attention with routed experts (DeepSeek-V3), state-space and
+    # hybrid stacks (Mamba-2, Jamba, Bamba, Zamba2, LFM2's short convolutions), a gated delta net
+    # (Qwen3-Next: a softplus whose gradient comes back laid out across its input), lightning attention
+    # (MiniMax), per-layer inputs and AltUp (Gemma 3n), Llama 4's interleaved experts, GLM-4, DBRX
+    "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM", {
+        **_LM, "num_key_value_heads": 4, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32,
+        "first_k_dense_replace": 1, "kv_lora_rank": 16, "q_lora_rank": 32, "qk_rope_head_dim": 8,
+        "qk_nope_head_dim": 8, "v_head_dim": 16, "n_group": 1, "topk_group": 1}, "text"),
+    "mamba2": ("Mamba2Config", "Mamba2ForCausalLM", {"hidden_size": 64, "num_hidden_layers": 4, "vocab_size": 256,
+                                                    "state_size": 8, "num_heads": 8, "head_dim": 16, "n_groups": 1,
+                                                    "chunk_size": 16}, "text"),
+    "jamba": ("JambaConfig", "JambaForCausalLM", {
+        **_LM, "num_key_value_heads": 2, "num_experts": 4, "num_experts_per_tok": 2, "mamba_d_state": 8,
+        "attn_layer_period": 2, "attn_layer_offset": 1, "expert_layer_period": 2, "expert_layer_offset": 1}, "text"),
+    "bamba": ("BambaConfig", "BambaForCausalLM", {
+        **_LM, "num_key_value_heads": 2, "mamba_d_state": 8, "mamba_n_heads": 8, "mamba_d_head": 16,
+        "mamba_chunk_size": 16, "attn_layer_indices": [1, 3]}, "text"),
+    "zamba2": ("Zamba2Config", "Zamba2ForCausalLM", {
+        **_LM, "num_key_value_heads": 4, "mamba_d_state": 8, "n_mamba_heads": 8, "mamba_ngroups": 1,
+        "layers_block_type": ["mamba", "hybrid", "mamba", "hybrid"], "chunk_size": 16}, "text"),
+    "lfm2": ("Lfm2Config", "Lfm2ForCausalLM", {**_LM, "num_key_value_heads": 2, "block_ff_dim": 128,
+                                              "full_attn_idxs": [1, 3]}, "text"),
+    "qwen3_next": ("Qwen3NextConfig", "Qwen3NextForCausalLM", {
+        **_LM, "num_key_value_heads": 2, "head_dim": 16, "linear_num_value_heads": 4, "linear_num_key_heads": 2,
+        "linear_key_head_dim": 16, "linear_value_head_dim": 16, "num_experts": 4, "num_experts_per_tok": 2,
+        "moe_intermediate_size": 32, "shared_expert_intermediate_size": 32, "full_attention_interval": 2}, "text"),
+    "minimax": ("MiniMaxConfig", "MiniMaxForCausalLM", {**_LM, "num_key_value_heads": 2, "head_dim": 16,
+                                                       "num_local_experts": 2, "num_experts_per_tok": 1,
+                                                       "block_size": 16}, "text"),
+    "gemma3n": ("Gemma3nTextConfig", "Gemma3nForCausalLM", {
+        **_LM, "num_key_value_heads": 2, "head_dim": 16, "hidden_size_per_layer_input": 16,
+        "vocab_size_per_layer_input": 256, "num_kv_shared_layers": 0, "laurel_rank": 8,
+        "activation_sparsity_pattern": None}, "text"),
+    "llama4": ("Llama4TextConfig", "Llama4ForCausalLM", {**_LM, "intermediate_size_mlp": 128, "num_key_value_heads": 2,
+                                                         "head_dim": 16, "num_local_experts": 2,
+                                                         "num_experts_per_tok": 1}, "text"),
+    "glm4": ("Glm4Config", "Glm4ForCausalLM", {**_LM, "num_key_value_heads": 2, "head_dim": 16, "pad_token_id": 0},
+             "text"),
+    "dbrx": ("DbrxConfig", "DbrxForCausalLM", {  # clip_qkv: the default (None) fails in eager (transformers 5.24)
+        "d_model": 64, "n_heads": 4, "n_layers": 4, "vocab_size": 256, "max_seq_len": 64,
+        "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2},
+        "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}}, "text"),
 }
 
 
@@ -257,6 +299,11 @@ def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]
     pairs = [(p.grad, q.grad) for p, q in zip(model.parameters(), ref.parameters()) if q.grad is not None]
     row["grads_equal"] = all(a is not None and torch.equal(a, b) for a, b in pairs)
     row["grads_compared"] = len(pairs)
+    if not row["grads_equal"]:
+        from .heldout import grad_difference
+
+        row["grad_diff"] = grad_difference(*zip(*pairs))
+    row["notes"] = list(report.notes)
     block = _per_block(name, ref, inputs, dtype)
     if block is not None:
         row["per_block_fraction"] = block / report.vanilla_measured_peak
