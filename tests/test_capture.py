@@ -119,6 +119,22 @@ def test_data_dependent_control_flow_names_the_line_and_what_to_do():
         remat.capture(Branchy(), (torch.randn(3),))
 
 
+def test_an_op_whose_output_size_depends_on_values_names_the_backend():
+    """A mixture of experts' dispatch (the tokens an expert gets, by ``nonzero``) cannot be traced
+    ahead of the values; the error says so and names the backend (HF DBRX trains under it)."""
+    class Routed(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.expert = nn.Linear(8, 8)
+
+        def forward(self, x):
+            picked = (x[:, 0] > 0).nonzero().squeeze(1)
+            return self.expert(x[picked]).square().sum()
+
+    with pytest.raises(CaptureError, match=r"nonzero\(\).*output size depends on tensor values.*remat.backend"):
+        remat.optimize(Routed(), (torch.randn(6, 8),), "50%")
+
+
 def test_the_backend_a_data_dependent_branch_is_sent_to_trains_it():
     """What the message above advises: under torch.compile the branch breaks the graph, and each
     part is planned; the gradients are eager's."""

@@ -298,7 +298,12 @@ def explain(e: BaseException, label: str, doing: str = "trace") -> CaptureError 
     kind = type(e).__name__
     low = str(e).lower()
     error: type[CaptureError] | type[InputError] = CaptureError
-    if "DataDependent" in kind or "data-dependent" in low or "GuardOnDataDependent" in kind:
+    if "DynamicOutputShape" in kind:  # nonzero, unique, masked_select: a mixture of experts' token dispatch
+        hint = ("an op's output size depends on tensor values (a mixture of experts' dispatch by nonzero), "
+                "which one traced step cannot plan ahead: train it under torch.compile(model, "
+                "backend=remat.backend(budget=...)) instead, which breaks the graph at that op and "
+                "plans each part (HF DBRX trains so)")
+    elif "DataDependent" in kind or "data-dependent" in low or "GuardOnDataDependent" in kind:
         hint = ("the model's Python code branches on a tensor's value (data-dependent control flow), "
                 "which one traced step cannot plan ahead: train it under torch.compile(model, "
                 "backend=remat.backend(budget=...)) instead, which breaks the graph at the branch and "
