@@ -271,6 +271,32 @@ def test_fake_layouts_of_activation_backwards_are_eagers(name):
         assert fake.stride() == real.stride(), (name, grad.stride())
 
 
+class _Experts(nn.Module):
+    """A mixture of experts' matmul as transformers calls it: tokens sorted by expert, one
+    ``grouped_mm`` over the experts' weights, in fp32 (the CPU kernel takes it; the fake kernel
+    took bf16 only)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.router = nn.Linear(8, 3)
+        self.up = nn.Parameter(torch.randn(3, 8, 16) / 4)
+        self.down = nn.Parameter(torch.randn(3, 16, 8) / 4)
+
+    def forward(self, x: torch.Tensor, offs: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.grouped_mm(x * self.router(x).softmax(-1).amax(-1, keepdim=True), self.up, offs=offs)
+        return nn.functional.grouped_mm(nn.functional.silu(h), self.down, offs=offs).square().sum()
+
+
+@pytest.mark.skipif(not hasattr(nn.functional, "grouped_mm"), reason="this torch has no grouped_mm")
+def test_a_grouped_matmul_in_fp32_is_traced_on_eagers_path():
+    model = _Experts()
+    ref = copy.deepcopy(model)
+    x, offs = torch.randn(12, 8), torch.tensor([4, 7, 12], dtype=torch.int32)
+    module = remat.optimize(model, (x, offs), "80%", verify=False)
+    assert not any("torch.compile traces it" in n for n in module.report.notes)
+    _assert_same_step(model, module, ref, x, offs)
+
+
 def test_a_step_traceable_only_as_torch_compile_traces_it_says_so():
     """A library whose eager path cannot be traced (a branch on a tensor's value) but whose
     compile-time path can: the step is traced as torch.compile traces it, and the report says so

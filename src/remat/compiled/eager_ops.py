@@ -17,6 +17,14 @@ input differ; the decomposition's ``where`` takes the input's. A trace then bake
 eager's ``reshape`` copies, and the backward fails (HF Qwen3-Next: the gated delta net's
 ``softplus`` of a split projection, under ``torch.compile``'s ``aot_eager`` too). While tracing,
 ``eager_layouts()`` gives those outputs eager's layout.
+
+Kernels: the fake kernel of ``grouped_mm`` (a mixture of experts' matmul, transformers' default)
+accepts bf16 operands only, as CUDA's first kernel did; eager's take fp32 too (the CPU's, and
+fp32 expert weights under autocast). A step that calls it in fp32 could not be traced on eager's
+path, and was traced as torch.compile traces it, where transformers takes a per-expert fallback
+and its other compile-time paths (HF Jamba: an associative scan for the sequential one, which
+held more memory: its fp32 floor 65% of vanilla against 50% on eager's path). While tracing,
+``eager_grouped_mm()`` lets the fake kernel take what eager's took.
 """
 
 from __future__ import annotations
@@ -180,3 +188,31 @@ def _eager_layout(decomposition: Callable) -> Callable:
         return torch.empty_strided(out.shape, strides, dtype=out.dtype, device=out.device)
 
     return run
+
+
+@contextlib.contextmanager
+def eager_grouped_mm() -> Iterator[None]:
+    """While tracing, ``grouped_mm``'s fake kernel takes fp32 and fp16 operands as eager's kernels do:
+    the output made as for bf16 (``_create_grouped_mm_output_tensor``). A no-op where this torch's
+    meta kernels are laid out otherwise."""
+    from unittest import mock
+
+    from torch import _meta_registrations as meta
+
+    common = getattr(meta, "_meta_grouped_mm_common", None)
+    make = getattr(meta, "_create_grouped_mm_output_tensor", None)
+    if common is None or make is None:
+        yield
+        return
+
+    def relaxed(mat_a: torch.Tensor, mat_b: torch.Tensor, scale_a: Any = None, scale_b: Any = None,
+                offs: Any = None, bias: Any = None, scale_result: Any = None, out_dtype: Any = None,
+                use_fast_accum: bool = False) -> torch.Tensor:
+        if (scale_a is None and scale_b is None and bias is None and mat_a.dtype == mat_b.dtype
+                and mat_a.dtype in (torch.float32, torch.float16)):
+            return make(mat_a, mat_b, offs, out_dtype or mat_a.dtype)
+        return common(mat_a, mat_b, scale_a, scale_b, offs=offs, bias=bias, scale_result=scale_result,
+                      out_dtype=out_dtype, use_fast_accum=use_fast_accum)
+
+    with mock.patch.object(meta, "_meta_grouped_mm_common", relaxed):
+        yield

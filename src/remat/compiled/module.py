@@ -18,7 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
-from .eager_ops import eager_dropout, eager_layouts
+from .eager_ops import eager_dropout, eager_grouped_mm, eager_layouts
 from ..hf_inputs import eager_positions, packed_positions, plain_mask, unchecked_values
 from .partitioner import Planned, Planner
 
@@ -293,8 +293,8 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     def trace(compiling: bool) -> Callable:
         # quiet: torch logs a failed meta kernel's traceback before raising it; remat explains it
         with _autocast_off(), _compiling() if compiling else contextlib.nullcontext(), _module_paths(model), \
-                eager_dropout(), eager_layouts(), eager_positions(packed), unchecked_values(), quiet_torch_logs(), \
-                _no_donated_buffers(), \
+                eager_dropout(), eager_layouts(), eager_grouped_mm(), eager_positions(packed), unchecked_values(), \
+                quiet_torch_logs(), _no_donated_buffers(), \
                 progress.task(f"capturing {type(model).__name__} (AOTAutograd) and planning"):
             # buffer updates (batch-norm statistics) stay in the forward graph, where they are made in
             # place (``batchnorm.update_statistics_in_place``), not copied in by AOTAutograd's epilogue
