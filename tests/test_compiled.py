@@ -827,7 +827,7 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
 
     torch._dynamo.reset()
     torch.manual_seed(0)
-    cfg = transformers.LlamaConfig(num_hidden_layers=2, hidden_size=64, intermediate_size=256,
+    cfg = transformers.LlamaConfig(num_hidden_layers=1, hidden_size=64, intermediate_size=256,
                                    num_attention_heads=4, vocab_size=2048)
     model = transformers.LlamaForCausalLM(cfg).train()
     ids = torch.randint(0, 2048, (2, 64))

@@ -265,8 +265,9 @@ class Step:
         if self.compile_path is None:
             return None
         return (f"traced as torch.compile traces it (torch.compiler.is_compiling() True), because eager's path "
-                f"failed to trace ({self.compile_path}): libraries may compute otherwise there (HF Jamba: an "
-                f"associative scan for the sequential one), so gradients can differ from eager's in the last bits")
+                f"failed to trace ({self.compile_path}): libraries may compute otherwise there (transformers' "
+                f"Mamba layers of Jamba take an associative scan for eager's sequential one), so gradients can "
+                f"differ from eager's in the last bits")
 
 
 def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) -> Step:
