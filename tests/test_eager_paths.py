@@ -271,6 +271,23 @@ def test_fake_layouts_of_activation_backwards_are_eagers(name):
         assert fake.stride() == real.stride(), (name, grad.stride())
 
 
+def test_eager_layouts_puts_back_only_its_own_entries():
+    """A decomposition registered while remat traces (a module imported then) stays registered."""
+    from torch._decomp import decomposition_table
+
+    op, other = torch.ops.aten.softplus_backward.default, torch.ops.aten.sin.default
+    before = dict(decomposition_table)
+    try:
+        with eager_ops.eager_layouts():
+            assert decomposition_table[op] is not before[op]
+            decomposition_table[other] = "registered meanwhile"
+        assert decomposition_table[other] == "registered meanwhile"
+        assert decomposition_table[op] is before[op]
+    finally:
+        decomposition_table.pop(other, None)
+        decomposition_table.update(before)
+
+
 class _Experts(nn.Module):
     """A mixture of experts' matmul as transformers calls it: tokens sorted by expert, one
     ``grouped_mm`` over the experts' weights, in fp32 (the CPU kernel takes it; the fake kernel

@@ -156,15 +156,18 @@ LAYOUT_OPS = ("softplus_backward", "elu_backward", "hardsigmoid_backward", "hard
 
 @contextlib.contextmanager
 def eager_layouts() -> Iterator[None]:
-    """While tracing, ``LAYOUT_OPS``' fake outputs take the layout eager's kernels give them."""
-    from unittest import mock
-
+    """While tracing, ``LAYOUT_OPS``' fake outputs take the layout eager's kernels give them. Only
+    these entries of torch's table are put back after (not ``mock.patch.dict``, which restores the
+    whole table and would drop a decomposition that a module imported meanwhile registered)."""
     from torch._decomp import decomposition_table
 
     ops = [getattr(aten, name).default for name in LAYOUT_OPS if hasattr(aten, name)]
-    patched = {op: _eager_layout(decomposition_table[op]) for op in ops if op in decomposition_table}
-    with mock.patch.dict(decomposition_table, patched):
+    saved = {op: decomposition_table[op] for op in ops if op in decomposition_table}
+    decomposition_table.update({op: _eager_layout(fn) for op, fn in saved.items()})
+    try:
         yield
+    finally:
+        decomposition_table.update(saved)
 
 
 def _eager_layout(decomposition: Callable) -> Callable:
