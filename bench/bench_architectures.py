@@ -1,4 +1,4 @@
-"""Breadth: 65 transformers architectures nobody here wrote, from small public configs with their
+"""Breadth: 71 transformers architectures nobody here wrote, from small public configs with their
 defaults, planned by ``remat.optimize`` within a budget, gradients compared with eager's.
 
     .venv/bin/python bench/bench_architectures.py --out bench/results/architectures_cpu

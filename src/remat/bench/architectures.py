@@ -26,6 +26,8 @@ from ..errors import InfeasibleError, InputError
 
 _LM = dict(hidden_size=64, intermediate_size=128, num_hidden_layers=4, num_attention_heads=4, vocab_size=256)
 _VISION = dict(hidden_sizes=[16, 32, 64, 128], depths=[1, 1, 2, 1], num_labels=2)
+_VIT = dict(hidden_size=64, num_hidden_layers=4, num_attention_heads=4, intermediate_size=128, image_size=64,
+            patch_size=8, num_labels=2)
 
 # name: (config class, model class, the fields that make it small, inputs: ``_inputs``'s kind)
 ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
@@ -181,6 +183,17 @@ ARCHITECTURES: dict[str, tuple[str, str, dict[str, Any], str]] = {
         "d_model": 64, "n_heads": 4, "n_layers": 4, "vocab_size": 256, "max_seq_len": 64,
         "ffn_config": {"ffn_hidden_size": 64, "moe_num_experts": 4, "moe_top_k": 2},
         "attn_config": {"kv_n_heads": 2, "rope_theta": 10000.0, "clip_qkv": 8.0}}, "text"),
+    # vision of the same years: pyramid attention with spatial reduction (PVTv2), focal modulation (FocalNet),
+    # register tokens (DINOv2 with registers), I-JEPA's ViT, and two convolutional backbones (HGNetV2, TextNet)
+    "pvt_v2": ("PvtV2Config", "PvtV2ForImageClassification", {
+        "hidden_sizes": [16, 32, 64, 128], "depths": [1, 1, 1, 1], "num_attention_heads": [1, 2, 4, 8],
+        "image_size": 64, "num_labels": 2}, "image"),
+    "focalnet": ("FocalNetConfig", "FocalNetForImageClassification", {"embed_dim": 16, "depths": [1, 1, 2, 1],
+                                                                     "image_size": 64, "num_labels": 2}, "image"),
+    "dinov2_registers": ("Dinov2WithRegistersConfig", "Dinov2WithRegistersForImageClassification", _VIT, "image"),
+    "ijepa": ("IJepaConfig", "IJepaForImageClassification", _VIT, "image"),
+    "hgnet_v2": ("HGNetV2Config", "HGNetV2ForImageClassification", {"num_labels": 2}, "image"),
+    "textnet": ("TextNetConfig", "TextNetForImageClassification", {"num_labels": 2}, "image"),
 }
 
 

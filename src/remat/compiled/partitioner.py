@@ -309,7 +309,11 @@ class Planner:
                 raise self._split_error(graph, target, held, before, InfeasibleError("its floor does not fit"))
         elif whole or target >= plain:  # nothing to recompute
             choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
-            notes.append(f"the budget covers the vanilla peak: nothing is recomputed ({self.solver} not run)")
+            from ..budget import fmt_bytes
+
+            covers = ("the vanilla peak" if whole else f"the planning graph's vanilla peak ({fmt_bytes(plain)}, "
+                      f"without the ops' own temporaries)")
+            notes.append(f"the budget covers {covers}: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
             if not whole and max(code.peak, code.after_forward + tail) > target * (1 + CODE_SLACK):
                 # the generated code holds more than the planning graph (inductor's channels-last
