@@ -111,6 +111,26 @@ def test_views_pass_their_readers_to_their_base():
     assert "sin" not in {n.name for n in fused_values(_graph(f, (4, 4), (4, 4)))}
 
 
+def test_a_value_a_concatenation_reads_through_a_view_is_computed_in_its_slice():
+    """``cat`` copies a view of a value no kernel made yet into its slice, the value's code inline:
+    the value takes no buffer. Read by the concatenation directly, it is a part with a buffer of
+    its own kind (``_concat_parts``); read by anything else too, it is a buffer as before."""
+    def f(direct, also):
+        def g(x, y):
+            a = x.sin() * 2               # a pointwise value
+            part = a if direct else a.view(8, 2)
+            out = torch.cat([part, y], 1)
+            return (out, a.cos()) if also else out
+        return g
+
+    def inside(*how):
+        return {n.name for n in fused_values(_graph(f(*how), (4, 4), (8, 2) if not how[0] else (4, 4)))}
+
+    assert "mul" in inside(False, False)
+    assert "mul" not in inside(True, False)
+    assert "mul" not in inside(False, True)
+
+
 def test_casts_fuse():
     """``prims.convert_element_type`` (autocast's casts) is a pointwise kernel, not a convolution."""
     def f(x):

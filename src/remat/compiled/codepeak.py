@@ -179,11 +179,14 @@ def _heavy(n: fx.Node) -> bool:
     return bool(ts) and ts[0].device.type == "cpu"
 
 
-def fused_values(graph: fx.Graph) -> set[fx.Node]:
+def fused_values(graph: fx.Graph, kernel_local: set[fx.Node] | None = None) -> set[fx.Node]:
     """The values inductor keeps inside fused kernels (module docstring): no buffer of their own.
+    ``kernel_local``: filled with those among them that inductor realizes and its scheduler then
+    fuses away (``_kernel_local``), where the walk takes a fusion to happen.
 
     As inductor's lowering decides (``StorageBox.mark_reuse``), a value gets a buffer when it is
-    an output, an extern kernel makes or reads it, or several ops read it and the fused code that
+    an output, an extern kernel makes or reads it (not a concatenation reading it alone, through
+    views: ``_concatenated_through_views``), or several ops read it and the fused code that
     makes it loads more than ``REALIZE_READS`` buffers or runs more than ``REALIZE_OPS`` ops (else
     each reader recomputes it inline), or on the CPU when several ops read it and its fused code
     runs a heavy op (``_heavy``), or it is a reduction (``_reduction``) or a random draw
@@ -219,14 +222,28 @@ def fused_values(graph: fx.Graph) -> set[fx.Node]:
         loads[n] = frozenset().union(*(frozenset([a]) if buffer.get(a, True) else loads[a] for a in ins))
         ops[n] = 1 + sum(0 if buffer.get(a, True) else ops[a] for a in ins)
         mine = readers[n]
-        buffer[n] = (out in mine or any(_extern(u) and not _writes_into(u, n) for u in mine)
+        inline = _concatenated_through_views(n, mine)
+        buffer[n] = (out in mine or any(_extern(u) and not _writes_into(u, n) and not inline for u in mine)
                      or (len(loads[n]) > 1 and any(_windowed(u, n) for u in n.users)))
         if not buffer[n] and len(mine) > 1 and (len(loads[n]) > REALIZE_READS or ops[n] > REALIZE_OPS or heavy[n]):
             buffer[n] = reused[n] = True
         if buffer[n]:
             loads[n], ops[n] = frozenset([n]), 0
     inside = {n for n, b in buffer.items() if not b and not _is_view(n)}
-    return inside | _kernel_local(nodes, inside, reused, readers)
+    local = _kernel_local(nodes, inside, reused, readers)
+    if kernel_local is not None:
+        kernel_local.update(local)
+    return inside | local
+
+
+def _concatenated_through_views(n: fx.Node, readers: list[fx.Node]) -> bool:
+    """Whether a concatenation is ``n``'s only reader, through views: inductor's ``cat`` copies a
+    view of a value not yet realized into its slice with the value's code inline
+    (``ConcatKernel.realize_into``), where the ``cat`` runs, so ``n`` takes no buffer and what it
+    reads lives until then (Qwen3-Next's gated norm gradient, a part of its projection's
+    gradient: the code held 48 KiB more than the walk that counted it as a buffer made early)."""
+    return (len(readers) == 1 and readers[0].target is torch.ops.aten.cat.default
+            and readers[0] not in n.users)
 
 
 def _kernel_local(nodes: list[fx.Node], inside: set[fx.Node], reused: dict[fx.Node, bool],
@@ -788,7 +805,8 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     """Peak live bytes of one step of the two graphs (see the module docstring; ``fused``: as
     inductor runs them; ``unused``: tangents that arrive as None, no bytes, ``tangents``).
     ``traces``: filled with each graph's (node name, bytes live while it runs) and the ``user``
-    bytes the backward's are counted without (``fusionguard``)."""
+    bytes the backward's are counted without, and (``fused``) each graph's ``local`` values, taken as
+    fused away (``fusionguard``)."""
     if traces is not None:
         traces.update(forward=[], backward=[])
     out_f = next(iter(forward.graph.find_nodes(op="output")))
@@ -860,5 +878,11 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
                         channels_last=channels_last, convs=convs, trace=None if traces is None else traces["backward"])
     if traces is not None:
         traces["user"] = user
+        if fused:  # the values the walk takes inductor's scheduler to fuse away (``fusionguard``)
+            traces["local"] = {}
+            for part, gm in (("forward", forward), ("backward", backward)):
+                local: set[fx.Node] = set()
+                fused_values(gm.graph, local)
+                traces["local"][part] = frozenset(n.name for n in local)
     return CodePeak(peak=max(fwd_peak, bwd_peak + user), forward=fwd_peak, saved=float(sum(held.values())),
                     backward=bwd_peak + user, after_forward=float(sum(counted.values())))
