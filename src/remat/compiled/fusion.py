@@ -11,7 +11,9 @@ that the fused walk (``codepeak``) judged the plan by.
   measured within 0.7% of it (0.0 at the benchmark's size).
 - Horizontal fusion only between adjacent kernels (``RematChoices``, below).
 - No fusion the graph's guard vetoes (``fusionguard``: a fused kernel allocates its later
-  members' outputs where its first one stood; vetoed where that holds more than the walk's peak).
+  members' outputs where its first one stood; vetoed where that holds more than the walk's peak,
+  except the fusions the walk itself counts on: a value realized for its readers, fused into their
+  kernel, ``codepeak._kernel_local``).
 - On the CPU, kernels share a C++ function only where the guard allows it (``_kernels_grouped``):
   inductor runs the kernels between two extern calls as one function, their outputs allocated
   before it and what they read freed after it; the walk frees after each kernel, as inductor's
