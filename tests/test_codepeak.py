@@ -131,6 +131,18 @@ def test_a_value_a_concatenation_reads_through_a_view_is_computed_in_its_slice()
     assert "mul" not in inside(False, True)
 
 
+def test_a_scatter_loads_its_index_and_source_inline():
+    """Inductor lowers a scatter without a reduction as a kernel that loads its index and source
+    with their code inline: the max's indices (over two elements, no reduction of its own) and the
+    cosine take no buffer, and the matmul they read lives until the scatter runs."""
+    def f(x, w):
+        a = torch.mm(x, w)
+        idx = a.view(8, 2, 4).max(1, keepdim=True).indices
+        return torch.zeros(8, 2, 4).scatter(1, idx, a.view(8, 2, 4).cos())
+
+    assert {"max_1", "cos"} <= {n.name for n in fused_values(_graph(f, (8, 4), (4, 8)))}
+
+
 def test_casts_fuse():
     """``prims.convert_element_type`` (autocast's casts) is a pointwise kernel, not a convolution."""
     def f(x):
