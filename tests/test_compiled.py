@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import textwrap
-from typing import Any
+from typing import Any, Callable
 
 import pytest
 import torch
@@ -557,22 +557,29 @@ class _FusedGateUp(nn.Module):
         return x
 
 
+def _inductor_peaks(make: Callable[[], nn.Module], budget: str) -> tuple[float, float]:
+    """The backend's predicted step peak under inductor and the measured one, for ``make()`` on a
+    batch of 256 rows of 64."""
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    model, x = make(), torch.randn(256, 64)
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    compiled = torch.compile(model, backend=be)
+    compiled(x).sum().backward()
+    model.zero_grad(set_to_none=True)
+    measured = measure(compiled, (x,), method="profiler").peak
+    torch._dynamo.reset()
+    return be.step_peak, measured
+
+
 @pytest.mark.parametrize("budget", ["100%", "60%"])
 def test_backend_inductor_step_peak_is_measured_where_a_concatenation_is_computed_in_place(budget):
     """Inductor writes the parts of a concatenation straight into its buffer, which exists from
     the first part's kernel on while what every part reads still lives (``codepeak._concat_parts``;
     the fused walk had each part a buffer of its own, freed as the next was made): the step's
     predicted peak is the measured one."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model, x = _FusedGateUp(), torch.randn(256, 64)
-    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
-    compiled = torch.compile(model, backend=be)
-    compiled(x).sum().backward()
-    model.zero_grad(set_to_none=True)
-    measured = measure(compiled, (x,), method="profiler").peak
-    assert be.step_peak == pytest.approx(measured, rel=0.002)
-    torch._dynamo.reset()
+    predicted, measured = _inductor_peaks(_FusedGateUp, budget)
+    assert predicted == pytest.approx(measured, rel=0.002)
 
 
 class _SplitHeads(nn.Module):
@@ -601,16 +608,8 @@ def test_backend_inductor_step_peak_is_measured_where_a_concatenation_computes_a
     concatenation's slice where it runs, taking no buffer, so what it reads lives until then
     (``codepeak._concatenated_through_views``; the fused walk had it a buffer made early, 7% under
     the measured peak at 60%): the step's predicted peak is the measured one."""
-    torch._dynamo.reset()
-    torch.manual_seed(0)
-    model, x = _SplitHeads(), torch.randn(256, 64)
-    be = remat.backend(budget="60%", solver="auto", compiler="inductor")
-    compiled = torch.compile(model, backend=be)
-    compiled(x).sum().backward()
-    model.zero_grad(set_to_none=True)
-    measured = measure(compiled, (x,), method="profiler").peak
-    assert be.step_peak == pytest.approx(measured, rel=0.002)
-    torch._dynamo.reset()
+    predicted, measured = _inductor_peaks(_SplitHeads, "60%")
+    assert predicted == pytest.approx(measured, rel=0.002)
 
 
 def test_backend_byte_budget_after_a_graph_break_says_why_it_cannot_fit():
