@@ -61,18 +61,33 @@ def table(rows: list[dict[str, Any]]) -> str:
 def compiled_table(rows: list[dict[str, Any]]) -> str:
     """``--compiler inductor``: one markdown row per model and dtype."""
     lines = ["| model | dtype | peak (of vanilla) | budget (of vanilla) | within budget | predicted / measured | "
-             "torch.compile peak | grad diff remat / torch.compile | solver | first step s remat / torch.compile | "
+             "torch.compile peak | grad diff remat / torch.compile (eager / fp64) | solver | first step s remat / torch.compile | "
              "note |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if "error" in r:
             lines.append(f"| {r['model']} | {r['dtype']} | | | | | | | | | error: {r['error'][:120]} |")
             continue
-        note = "refused, ran within the budget named" if "refused" in r else ""
+        notes = ["refused, ran within the budget named"] if "refused" in r else []
+        if r.get("eager_rng"):
+            notes.append("gradients with eager's dropout masks (fallback_random)")
+        if not grads_as_close(r):
+            notes.append("gradients further from eager's than torch.compile's")
+        note = "; ".join(notes)
+        grads = f"{r['grad_diff']:.1e} / {r['compile_grad_diff']:.1e}"
+        if "eager_grad_err" in r:
+            grads += f" ({r['eager_grad_err']:.0e})"
         lines.append(f"| {r['model']} | {r['dtype']} | {r['peak_fraction']:.3f} | {r['budget'] / r['vanilla_peak']:.3f} | "
                      f"{'yes' if r['within_budget'] else 'NO'} | {r['predicted_peak'] / r['peak']:.4f} | "
-                     f"{r['compile_peak_fraction']:.3f} | {r['grad_diff']:.1e} / {r['compile_grad_diff']:.1e} | "
+                     f"{r['compile_peak_fraction']:.3f} | {grads} | "
                      f"{r['solver']} | {_first_steps(r)} | {note} |")
     return "\n".join(lines) + "\n"
+
+
+def grads_as_close(r: dict[str, Any]) -> bool:
+    """Remat's gradients differ from eager's by at most twice torch.compile's difference, or twice
+    eager's own error against a float64 step (where eager itself is that far off, a difference
+    from it says nothing about remat: LeViT's batch norms over two images)."""
+    return r["grad_diff"] <= max(2 * r["compile_grad_diff"], 2 * r.get("eager_grad_err", 0.0), 1e-5)
 
 
 def _first_steps(r: dict[str, Any]) -> str:
@@ -117,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "COMMANDS.md").write_text(f"```\n{command}\n```\n")
     if args.compiler == "inductor":  # as close to eager as torch.compile's own gradients, within budget
         failed = [r for r in result["rows"] if "error" in r or not r["within_budget"]
-                  or r["grad_diff"] > max(2 * r["compile_grad_diff"], 1e-5)]
+                  or not grads_as_close(r)]
     else:
         failed = [r for r in result["rows"] if "error" in r or not (r["grads_equal"] and r["loss_equal"])]
     return 1 if failed else 0

@@ -93,6 +93,7 @@ class Run:
         self.entries: dict[str, Entry] = {}
         self.rows: list[dict[str, Any]] = []
         self.reference: list[torch.Tensor | None] | None = None
+        self.random = False  # whether the model draws random numbers (dropout): set with vanilla's row
         self.started = time.perf_counter()
 
     # -- helpers --
@@ -132,10 +133,15 @@ class Run:
     # -- building a method --
 
     def add(self, name: str, family: str, make: Callable[[], tuple[nn.Module, nn.Module, dict[str, Any]]],
-            eager: bool, first_call_seconds: str | None = None, **extra: Any) -> dict[str, Any]:
+            eager: bool, first_call_seconds: str | None = None, inductor: bool = False,
+            **extra: Any) -> dict[str, Any]:
         """Build one method (``make`` -> (net, base model, row fields)), run its first step (timed
         as ``first_call_seconds`` when given: a compile), measure its peak and gradients. A failure
-        is a row with ``error``; the run goes on."""
+        is a row with ``error``; the run goes on.
+
+        ``inductor``: the method's code draws random numbers with inductor's generator, so where
+        the model draws (dropout) and ``--grads-rng eager``, its gradients are those of a second
+        build under eager's generator (``heldout.eager_rng``): the same masks as the reference."""
         row = self.new_row(name, family, **extra)
         if self.out_of_time():
             row["error"] = "skipped: --time-limit reached"
@@ -157,6 +163,11 @@ class Run:
                 self.reference = [None if g is None else g.detach().clone() for g in self.grads(task, base)]
                 base.zero_grad(set_to_none=True)
                 row["grad_diff"] = 0.0
+            elif inductor and self.random and self.args.grads_rng == "eager":
+                with heldout.eager_rng():
+                    again, again_base, _ = make()
+                    row["grad_diff"] = self.grad_diff(self.task(again), again_base)
+                row["grads_rng"] = "eager"
             else:
                 row["grad_diff"] = self.grad_diff(task, base)
             self.entries[name] = Entry(name, task, base, row, eager)
@@ -182,7 +193,9 @@ class Run:
     # -- the methods --
 
     def vanilla(self) -> None:
-        self.add("vanilla", "vanilla", lambda: (self.held.model, self.held.model, {}), eager=True)
+        self.random = heldout.draws_random(lambda: self.task(self.held.model)(**self.held.inputs))
+        self.add("vanilla", "vanilla", lambda: (self.held.model, self.held.model, {}), eager=True,
+                 draws_random=self.random)
 
     def compile_peers(self) -> None:
         for b in self.args.compile_budgets:
@@ -190,7 +203,7 @@ class Run:
                 return (Compiled(self.held.model, self.args.compiler, b, f"compile_{b:g}".replace(".", "_")),
                         self.held.model, {"backend": self.args.compiler})
             self.add(f"torch.compile b={b:g}", "compile", make, eager=False, first_call_seconds="compile_seconds",
-                     budget=b)
+                     inductor=self.args.compiler == "inductor", budget=b)
 
     def remat_inductor(self) -> None:
         import remat
@@ -211,11 +224,11 @@ class Run:
                 backend = backend_fn(budget=budget, solver=self.args.solver, compiler=self.args.remat_compiler)
                 net = Compiled(self.held.model, backend, None, name.replace(" ", "_").replace("%", "pct")
                                .replace("@", "at_").replace("=", "").replace(".", "_"))
-                self._backends[name] = backend
+                self._backends.setdefault(name, backend)  # the measured build's, not the gradients' own
                 return net, self.held.model, {"compile_seconds": time.perf_counter() - t0,
                                               "compiler": self.args.remat_compiler}
             row = self.add(name, "remat-inductor", make, eager=False, first_call_seconds="compile_seconds",
-                           budget=budget, **({"matched": matched} if matched else {}))
+                           inductor=self.args.remat_compiler == "inductor", budget=budget, **({"matched": matched} if matched else {}))
             backend = self._backends.get(name)
             if backend is not None:
                 row.update(_report_fields(backend))
@@ -650,6 +663,15 @@ def _budget_text(r: dict[str, Any]) -> str:
     return "-"
 
 
+def _rng_text(grads_rng: str) -> str:
+    if grads_rng == "eager":
+        return ("Where the model draws random numbers (dropout), an inductor-compiled method's gradients are "
+                "those of a second compile under eager's generator (inductor's `fallback_random`): the same "
+                "masks as vanilla's; its peak and time are those of the default build.")
+    return ("Inductor's code draws its own random numbers, so where dropout is active an inductor-compiled "
+            "method's gradients differ from eager's whatever its accuracy.")
+
+
 def markdown(result: dict[str, Any]) -> str:
     m = result["machine"]
     lines = [f"# Held-out models: remat vs its peers on {result['device_name']}", "",
@@ -665,8 +687,7 @@ def markdown(result: dict[str, Any]) -> str:
              "over rounds of the method's step / vanilla's step in the same round. Plan/compile: seconds of "
              "`remat.optimize` (capture, planning, verification step) or of the first (compiling) call. "
              "Grad diff: max over parameters of max|g - g_vanilla| / max|g_vanilla|, one step from the same "
-             "seed each (dropout layers draw from the same seed; torch.compile's generated code draws its own "
-             "random numbers, so under dropout its gradients differ from eager's).", ""]
+             "seed each. " + _rng_text(result["settings"].get("grads_rng", "inductor")), ""]
     for key, info in result["models"].items():
         rows = [r for r in result["rows"] if f"{r['model']}/{r['dtype']}" == key]
         lines += [f"## {key}: {info['source']}", "",
@@ -793,6 +814,10 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--methods", default=",".join(FAMILIES), help=f"families to run, of {', '.join(FAMILIES)}")
     ap.add_argument("--threads", type=int, help="torch threads on the CPU (default 1)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--grads-rng", choices=("eager", "inductor"), default="eager",
+                    help="where the model draws random numbers (dropout): inductor-compiled methods' gradients "
+                         "from a second compile under eager's generator (eager: comparable with the reference; "
+                         "one more compile each), or from their own draws (inductor: differ wherever dropout is)")
     ap.add_argument("--time-limit", type=float, help="seconds: no new method is built after this (the ones "
                                                       "built are still timed and written)")
     ap.add_argument("--no-tracker", action="store_true", help="skip the CPU op-level peaks")
@@ -843,7 +868,7 @@ def main(argv: list[str] | None = None) -> int:
                      "remat_compiler": args.remat_compiler,
                      "remat_executor": args.remat_executor or "default", "solver": args.solver,
                      "size": args.size, "threads": threads, "seed": args.seed, "methods": sorted(args.families),
-                     "compile_budgets": list(args.compile_budgets)},
+                     "compile_budgets": list(args.compile_budgets), "grads_rng": args.grads_rng},
         "peak_method_text": ("CUDA max_memory_allocated during one step minus memory allocated before it "
                              "(parameters and their gradients allocated), bytes" if args.device.startswith("cuda")
                              else "CPU allocator-level peak replayed from torch.profiler(profile_memory=True) "

@@ -40,8 +40,10 @@ mkdir -p "$out"
 {
   python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, torch.cuda.is_available() and torch.cuda.get_device_name())'
   for model in ${MODELS:-gpt2 llama vit resnet}; do
+    # --grads-rng inductor: no second compile per method for the gradient check (device minutes are few;
+    # the CPU runs compare gradients under eager's dropout masks)
     python3 bench/bench_compiled.py --device "${DEVICE:-cuda}" --models "$model" --dtypes "${DTYPES:-bf16}" --steps 10 \
-      --methods "$methods" --time-limit "$limit" "${extra[@]}" ${EXTRA:-} --out "$work/$model" || echo "[$model] exited $?"
+      --grads-rng inductor --methods "$methods" --time-limit "$limit" "${extra[@]}" ${EXTRA:-} --out "$work/$model" || echo "[$model] exited $?"
   done
 } 2>&1 | tee "$out/$mode.log"
 tar -czf "$out/$mode.tar.gz" -C "$work" .

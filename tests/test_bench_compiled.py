@@ -192,6 +192,32 @@ def test_compiled_backends_never_compare_equal():
     assert a != b and a == a and a.backend is b.backend
 
 
+def test_grad_difference_compares_a_rounding_sized_gradient_at_the_floor():
+    big, tiny = torch.tensor([0.5, -1.0]), torch.tensor([1e-12, -2e-12])
+    # relative to each parameter's own scale
+    assert heldout.grad_difference([big * 1.01, tiny], [big, tiny]) == pytest.approx(0.01, rel=1e-5)
+    # a gradient of rounding only (true value zero) is compared at 1e-6 of the largest, not at its own size
+    got = heldout.grad_difference([big, tiny * -3], [big, tiny])
+    assert got == pytest.approx(8e-12 / heldout.GRAD_FLOOR, rel=1e-5)
+    assert heldout.grad_difference([big, None], [big, tiny]) == 1.0  # a gradient on one side only
+    assert heldout.grad_difference([torch.zeros(2)], [torch.zeros(2)]) == 0.0
+
+
+def test_draws_random_sees_dropout_in_training_only_and_puts_the_generator_back():
+    from torch import nn
+
+    net = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.1))
+    x = torch.randn(4, 8)
+    torch.manual_seed(5)
+    assert heldout.draws_random(lambda: net(x))
+    after = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(after, torch.rand(3))  # the generator where it was before the forward
+    assert not heldout.draws_random(lambda: net.eval()(x))
+    still = nn.Sequential(nn.Linear(8, 8), nn.Dropout(0.0)).train()
+    assert not heldout.draws_random(lambda: still(x))
+
+
 def test_sac_policy_saves_matmuls_only():
     from torch.utils.checkpoint import CheckpointPolicy
 

@@ -263,6 +263,22 @@ def _step(model: Any, inputs: dict[str, Any], dtype: str) -> torch.Tensor:
     return loss.detach()
 
 
+def _forward(model: Any, inputs: dict[str, Any], dtype: str) -> Any:
+    with _autocast(dtype):
+        return model(**inputs)
+
+
+def _fp64_grads(model: torch.nn.Module, inputs: dict[str, Any]) -> list | None:
+    """The gradients of one eager step of a float64 copy (no autocast) from the same seed: what
+    the fp32 and bf16 steps approximate. None where the model does not run in float64."""
+    wide = copy.deepcopy(model).double()
+    try:
+        _step(wide, {k: v.double() if v.is_floating_point() else v for k, v in inputs.items()}, "fp32")
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None
+    return _grads(wide)
+
+
 def _per_block(name: str, model: torch.nn.Module, inputs: dict[str, Any], dtype: str) -> float | None:
     """The measured peak of per-block checkpointing: the library's own, else ``BLOCKS`` wrapped;
     None where the model has neither."""
@@ -337,7 +353,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     from torch._dynamo.exc import BackendCompilerFailed
 
     from ..measure import measure
-    from .heldout import grad_difference, raise_dynamo_limits
+    from .heldout import draws_random, eager_rng, grad_difference, raise_dynamo_limits
 
     raise_dynamo_limits()
     model, inputs, source = build(name)
@@ -384,16 +400,40 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
                recompute_time=sum(r.get("recompute_time") or 0.0 for r in reps))
     row["peak_fraction"] = row["peak"] / vanilla
     row["within_budget"] = row["peak"] <= 1.01 * row["budget"]
+    # gradients: where the model draws random numbers, a fresh compile of each under eager's
+    # generator (``eager_rng``), else inductor's dropout masks are not eager's
+    row["eager_rng"] = draws_random(lambda: _forward(ref, inputs, dtype))
     _step(ref, inputs, dtype)
-    ours.zero_grad(set_to_none=True)
-    _step(net, inputs, dtype)
-    row["grad_diff"] = grad_difference(_grads(ours), _grads(ref))
+    eager = _grads(ref)
+    truth = _fp64_grads(model, inputs)
+    if truth is not None:  # how far eager itself is from the gradient it approximates
+        row["eager_grad_err"] = grad_difference(eager, truth)
+
+    def grads(net: Any, base: torch.nn.Module, make: Any) -> list:
+        if row["eager_rng"]:
+            torch._dynamo.reset()
+            with eager_rng():
+                net, base = make()
+                _step(net, inputs, dtype)
+        else:
+            base.zero_grad(set_to_none=True)
+            _step(net, inputs, dtype)
+        return _grads(base)
+
+    def remat_net() -> tuple[Any, torch.nn.Module]:
+        base = copy.deepcopy(model)
+        return torch.compile(base, backend=remat.backend(budget=int(row["budget"]), compiler="inductor")), base
+
+    row["grad_diff"] = grad_difference(grads(net, ours, remat_net), eager)
     torch._dynamo.reset()
     compiled = torch.compile(peer)
     row["compile_first_step_seconds"] = first(compiled)
     row["compile_peak_fraction"] = peak(compiled) / vanilla
-    peer.zero_grad(set_to_none=True)
-    _step(compiled, inputs, dtype)
-    row["compile_grad_diff"] = grad_difference(_grads(peer), _grads(ref))
+
+    def peer_net() -> tuple[Any, torch.nn.Module]:
+        base = copy.deepcopy(model)
+        return torch.compile(base), base
+
+    row["compile_grad_diff"] = grad_difference(grads(compiled, peer, peer_net), eager)
     torch._dynamo.reset()
     return row
