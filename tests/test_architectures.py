@@ -119,7 +119,7 @@ def test_bench_runs_an_architecture_under_torch_compile_within_its_budget(tmp_pa
     assert "error" not in row, row.get("error")
     assert row["within_budget"] and row["peak"] <= 1.01 * row["budget"] and row["budget"] == 0.5 * row["vanilla_peak"]
     assert row["eager_rng"] and row["grad_diff"] <= max(2 * row["compile_grad_diff"], 1e-5)
-    assert row["compile_grad_diff"] < 1e-4 and row["eager_grad_err"] < 1e-4  # the same masks as eager's
+    assert row["compile_grad_diff"] < 1e-4 and "eager_grad_err" not in row  # the same masks as eager's
     assert 0 < row["first_step_seconds"] < row["seconds"] and row["compile_first_step_seconds"] > 0
     assert code == 0 and "| distilbert | fp32 |" in (tmp_path / "table.md").read_text()
 
