@@ -619,3 +619,27 @@ def test_a_saved_value_another_saved_value_views_is_not_written_over():
         return code_peak(fw, bw, 1, fused=True).backward
 
     assert peak(True) - peak(False) == 32 * 32 * 4  # b in a buffer of its own, beside the kept value
+
+
+def test_an_average_pool_backward_is_a_kernel_of_its_own_where_inductor_runs_eagers():
+    """A pool backward is generated pointwise code, except where inductor falls back to eager's
+    kernel (a gradient element gathering from more than 25 windows) and where remat's code does
+    (a ``ceil_mode`` window past the input with padding counted: ``exact_pool_backward``)."""
+    from remat.compiled.codepeak import _extern
+
+    def node(side: int, kernel: int, stride: int, ceil: bool, count_pad: bool = True) -> torch.fx.Node:
+        x = torch.randn(2, 3, side, side)
+        g = torch.nn.functional.avg_pool2d(x, kernel, stride, ceil_mode=ceil)
+
+        def f(g: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+            return torch.ops.aten.avg_pool2d_backward(g, x, [kernel, kernel], [stride, stride], [0, 0], ceil,
+                                                      count_pad, None)
+        gm = make_fx(f)(g, x)
+        return next(n for n in gm.graph.nodes if n.target is torch.ops.aten.avg_pool2d_backward.default)
+
+    assert _extern(node(2, 24, 24, ceil=True))  # EfficientNet's: one window larger than the map
+    assert _extern(node(5, 2, 2, ceil=True))  # the last window holds one column of two
+    assert not _extern(node(5, 2, 2, ceil=True, count_pad=False))  # inductor divides by the part inside
+    assert not _extern(node(4, 2, 2, ceil=True))  # no window past the input: ceil_mode changes nothing
+    assert not _extern(node(4, 2, 2, ceil=False))
+    assert _extern(node(8, 7, 1, ceil=False))  # 49 windows per element: inductor's own fallback

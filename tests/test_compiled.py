@@ -578,15 +578,21 @@ class _FusedGateUp(nn.Module):
         return x
 
 
-def _inductor_peaks(make: Callable[[], nn.Module], budget: str) -> tuple[float, float]:
+def _inductor_peaks(make: Callable[[], nn.Module], budget: str, shape: tuple = (256, 64),
+                    grads: list | None = None) -> tuple[float, float]:
     """The backend's predicted step peak under inductor and the measured one, for ``make()`` on a
-    batch of 256 rows of 64."""
+    batch of ``shape`` (256 rows of 64); the first step's gradients and eager's appended to
+    ``grads``."""
     torch._dynamo.reset()
     torch.manual_seed(0)
-    model, x = make(), torch.randn(256, 64)
+    model, x = make(), torch.randn(shape)
+    ref = copy.deepcopy(model)
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     compiled = torch.compile(model, backend=be)
     compiled(x).sum().backward()
+    if grads is not None:
+        ref(x).sum().backward()
+        grads += [[p.grad for p in model.parameters()], [p.grad for p in ref.parameters()]]
     model.zero_grad(set_to_none=True)
     measured = measure(compiled, (x,), method="profiler").peak
     torch._dynamo.reset()
@@ -600,6 +606,33 @@ def test_backend_inductor_step_peak_is_measured_where_a_concatenation_is_compute
     the fused walk had each part a buffer of its own, freed as the next was made): the step's
     predicted peak is the measured one."""
     predicted, measured = _inductor_peaks(_FusedGateUp, budget)
+    assert predicted == pytest.approx(measured, rel=0.002)
+
+
+class _CeilPooled(nn.Module):
+    """Convolutions, then an average pool whose one window is larger than the map (``ceil_mode``):
+    HF EfficientNet's ``AvgPool2d(1280, ceil_mode=True)`` over its last 2 x 2."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.convs = nn.Sequential(nn.Conv2d(3, 16, 3, padding=1), nn.SiLU(), nn.Conv2d(16, 32, 3, padding=1),
+                                   nn.SiLU())
+        self.pool = nn.AvgPool2d(24, ceil_mode=True)
+        self.head = nn.Linear(32, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.pool(self.convs(x)).flatten(1))
+
+
+def test_backend_inductor_pools_an_overhanging_window_as_eager_does():
+    """Inductor's average-pool backward divides an overhanging ``ceil_mode`` window by the whole
+    kernel (pytorch/pytorch#198119): torch.compile's gradients there are 144 times too small
+    (24² against the 4 values inside). remat's code runs eager's kernel there
+    (``inductor_fixes.exact_pool_backward``), walked as a kernel of its own: gradients as eager's,
+    the predicted peak the measured one (without the fix: 99% off, 2.2% over the prediction)."""
+    grads: list = []
+    predicted, measured = _inductor_peaks(_CeilPooled, "60%", (8, 3, 2, 2), grads)
+    assert heldout.grad_difference(*grads) < 1e-5
     assert predicted == pytest.approx(measured, rel=0.002)
 
 

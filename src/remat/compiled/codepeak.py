@@ -93,6 +93,8 @@ def _extern(n: fx.Node) -> bool:
     target = n.target
     if not isinstance(target, torch._ops.OpOverload):
         return n.op == "call_function" and target is not operator.getitem
+    if target in _POOL_BACKWARDS:
+        return _pool_backward_falls_back(n)
     known = _EXTERN_OPS.get(target)
     if known is None:
         from torch._inductor import lowering
@@ -101,6 +103,44 @@ def _extern(n: fx.Node) -> bool:
         known = _EXTERN_OPS[target] = (name in _EXTERN or "attention" in name or "convolution" in name
                                        or target in lowering.fallbacks or target not in lowering.lowerings)
     return known
+
+
+_POOL_BACKWARDS = {torch.ops.aten.avg_pool2d_backward.default: (2, 25),  # dimensions, largest window inductor
+                   torch.ops.aten.avg_pool3d_backward.default: (3, 125)}  # writes as a loop of its own
+
+
+def _pool_backward_falls_back(n: fx.Node) -> bool:
+    """Whether an average pool's backward runs eager's kernel: inductor's lowering falls back
+    where a gradient element gathers from more pooled windows than it unrolls, and remat's code
+    where a window overhangs with padding counted (``inductor_fixes.exact_pool_backward``)."""
+    from .inductor_fixes import overhangs
+
+    dims, largest = _POOL_BACKWARDS[n.target]
+    grad, x, kernel, stride, padding, ceil_mode, count_pad, divisor = (*n.args, n.kwargs.get("divisor_override"))[:8]
+    kernel = _per_dim(kernel, dims, None)
+    stride, padding = _per_dim(stride, dims, None) or kernel, _per_dim(padding, dims, 0)
+    window = 1
+    for k, st in zip(kernel, stride):
+        window *= max(max(h // st - max(0, (h - k) // st), 1) for h in range(2 * k))
+    if window > largest:
+        return True
+    if not (ceil_mode and count_pad and divisor is None):
+        return False
+    size, pooled = (list(_shape(v))[-dims:] for v in (x, grad))
+    return overhangs([hint(d) for d in size], [hint(d) for d in pooled], kernel, stride, padding)
+
+
+def _per_dim(v: object, dims: int, default: int | None) -> list:
+    """A pooling argument as one int per dimension (aten takes ``[3]`` for ``[3, 3]``)."""
+    if not v:
+        return [] if default is None else [default] * dims
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return v * dims if len(v) == 1 else v
+
+
+def _shape(v: object) -> tuple:
+    val = v.meta.get("val") if isinstance(v, fx.Node) else None
+    return tuple(val.shape) if isinstance(val, torch.Tensor) else ()
 
 
 _EXTERN_OPS: dict[object, bool] = {}  # overload -> ``_extern`` (a walk asks once per node, 800 thousand times

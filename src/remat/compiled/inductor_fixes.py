@@ -30,6 +30,15 @@ remat compiles (``fusion.inner_compile``) and only where the installed inductor 
   torch.compile's). The op's inputs are now laid out by the op's own constraint (attention: a dense
   last dimension), or else in the strides the graph records, so that a draw consumes the generator
   in the same order each time; a copy only where the layout differs.
+- **Average-pool gradients of windows that ``ceil_mode`` lets overhang** (``exact_pool_backward``;
+  pytorch/pytorch#198119, open). With ``count_include_pad`` (the default), inductor's
+  ``avg_pool2d_backward`` and ``avg_pool3d_backward`` divide every window's gradient by the whole
+  kernel, where eager's kernel and inductor's own forward divide an overhanging window by its part
+  inside the padded input. HF EfficientNet pools its last 2 x 2 map with ``AvgPool2d(1280,
+  ceil_mode=True)``: under torch.compile the gradient into the pool is 409,600 times too small
+  (1280² where eager divides by 4), and the last batch norm's bias gets 5.6e-8 where eager's is
+  2.3e-2. Where a window overhangs, remat's code runs eager's kernel instead (a fallback kernel:
+  ``codepeak`` walks it as one).
 """
 
 from __future__ import annotations
@@ -55,7 +64,7 @@ def _tile2d_store_needs_fix() -> bool:
 def cache_key() -> str:
     """The fixes applied, for the key of inductor's caches."""
     return ("fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none") + \
-        ":unaliased-donations:replay-strides"
+        ":unaliased-donations:replay-strides:exact-pool-backward"
 
 
 @contextlib.contextmanager
@@ -135,8 +144,59 @@ def replay_strides() -> Iterator[None]:
 @contextlib.contextmanager
 def fixed() -> Iterator[None]:
     """Inductor with the fixes above, for the ``with`` block."""
-    with replay_strides(), _tile2d_store():
+    with replay_strides(), exact_pool_backward(), _tile2d_store():
         yield
+
+
+def overhangs(size: list, pooled: list, kernel: list, stride: list, padding: list) -> bool:
+    """Whether an average pool's last window in some dimension starts inside the padded input
+    but ends past it (``ceil_mode``): ``pooled`` outputs where the floor mode has fewer.
+    Sizes are ints, or sympy expressions decided where they can be (else: it overhangs)."""
+    for n, out, k, st, p in zip(size, pooled, kernel, stride or kernel, padding or [0] * len(kernel)):
+        floor = (n + 2 * p - k) // st + 1
+        try:
+            if bool(out > floor):
+                return True
+        except TypeError:  # a symbolic size it cannot decide
+            return True
+    return False
+
+
+@contextlib.contextmanager
+def exact_pool_backward() -> Iterator[None]:
+    """Inductor lowering ``avg_pool2d_backward`` and ``avg_pool3d_backward`` as eager's kernel
+    where a window overhangs and padding counts (module docstring), for the ``with`` block."""
+    try:
+        import torch
+        from torch._inductor import lowering
+        aten = torch.ops.aten
+        pools = {aten.avg_pool2d_backward: lowering.fallback_avg_pool2d_backward,
+                 aten.avg_pool3d_backward: lowering.fallback_avg_pool3d_backward}
+        originals = {op: lowering.lowerings[op] for op in pools}
+    except (ImportError, AttributeError, KeyError):  # inductor internals moved: nothing to patch
+        yield
+        return
+
+    def exact(op: Any) -> Any:
+        lowered, fallback = originals[op], pools[op]
+
+        def lower(grad: Any, x: Any, kernel: Any, stride: Any, padding: Any, ceil_mode: bool,
+                  count_include_pad: bool, divisor_override: Any = None) -> Any:
+            args = (grad, x, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+            dims = len(kernel)
+            if (ceil_mode and count_include_pad and divisor_override is None
+                    and overhangs(list(x.get_size())[-dims:], list(grad.get_size())[-dims:], list(kernel),
+                                  list(stride), list(padding))):
+                return fallback(*args)
+            return lowered(*args)
+        return lower
+
+    keys = {op: [k for k, v in lowering.lowerings.items() if v is originals[op]] for op in pools}
+    lowering.lowerings.update({k: exact(op) for op in pools for k in keys[op]})
+    try:
+        yield
+    finally:
+        lowering.lowerings.update({k: originals[op] for op in pools for k in keys[op]})
 
 
 @contextlib.contextmanager
