@@ -164,8 +164,9 @@ class Run:
                 base.zero_grad(set_to_none=True)
                 row["grad_diff"] = 0.0
             elif inductor and self.random and self.args.grads_rng == "eager":
-                with heldout.eager_rng():
+                with heldout.eager_rng():  # a step first: with a graph break, remat's first step runs fx code
                     again, again_base, _ = make()
+                    self.task(again)(**self.held.inputs).backward()
                     row["grad_diff"] = self.grad_diff(self.task(again), again_base)
                 row["grads_rng"] = "eager"
             else:
