@@ -117,12 +117,16 @@ class Run:
         return measure(task, self.held.inputs, method=method or self.allocator, loss_fn=lambda loss: loss,
                        warmup=1).peak
 
-    def grads(self, task: Task, base: nn.Module) -> list[torch.Tensor | None]:
-        """Parameter gradients of one step from seed ``args.seed`` (dropout draws the same masks)."""
-        base.zero_grad(set_to_none=True)
+    def step(self, task: Task) -> None:
+        """One step from seed ``args.seed`` (dropout draws the same masks)."""
         torch.manual_seed(self.args.seed)
         task(**self.held.inputs).backward()
         synchronize()
+
+    def grads(self, task: Task, base: nn.Module) -> list[torch.Tensor | None]:
+        """Parameter gradients of one step (``step``)."""
+        base.zero_grad(set_to_none=True)
+        self.step(task)
         return [p.grad for p in base.parameters()]
 
     def grad_diff(self, task: Task, base: nn.Module) -> float:
@@ -164,10 +168,8 @@ class Run:
                 base.zero_grad(set_to_none=True)
                 row["grad_diff"] = 0.0
             elif inductor and self.random and self.args.grads_rng == "eager":
-                with heldout.eager_rng():  # a step first: with a graph break, remat's first step runs fx code
-                    again, again_base, _ = make()
-                    self.task(again)(**self.held.inputs).backward()
-                    row["grad_diff"] = self.grad_diff(self.task(again), again_base)
+                grads = heldout.second_step_grads(lambda: make()[:2], lambda again: self.step(self.task(again)))
+                row["grad_diff"] = heldout.grad_difference(grads, self.reference or [])
                 row["grads_rng"] = "eager"
             else:
                 row["grad_diff"] = self.grad_diff(task, base)

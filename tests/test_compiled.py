@@ -529,6 +529,45 @@ def test_backend_byte_budget_holds_across_a_graph_break():
     torch._dynamo.reset()
 
 
+class _BrokenDropout(_Broken):
+    """``_Broken`` with dropout before the break: the benches compare its gradients with eager's."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = nn.functional.dropout(self.a(x), 0.2, self.training)
+        torch._dynamo.graph_break()
+        return self.b(h)
+
+
+def test_gradients_compared_with_eager_are_of_the_plan_for_good_not_the_first_steps_floor():
+    """The benches take a compiled method's gradients from its second step
+    (``heldout.second_step_grads``): with a graph break and a byte budget, the first step runs the
+    graph before the break at its floor plan, and only the next runs the plan being measured."""
+    torch.manual_seed(0)
+    model, x = _BrokenDropout(), torch.randn(64, 16)
+    ref = copy.deepcopy(model)
+    torch.manual_seed(3)
+    ref(x).sum().backward()
+    first, second = _broken_probe(model, x)
+    budget = int(1.3 * first["vanilla_predicted_peak"])
+    made = []
+
+    def make() -> tuple[Any, nn.Module]:
+        made.append(remat.backend(budget=budget, solver="auto", compiler="eager"))
+        net = copy.deepcopy(model)
+        return torch.compile(net, backend=made[-1]), net
+
+    def step(net: Any) -> None:
+        torch.manual_seed(3)
+        net(x).sum().backward()
+
+    torch._dynamo.reset()
+    grads = heldout.second_step_grads(make, step)
+    (be,) = made
+    assert [g["provisional"] for g in be.report] == [False, False] and be.report[0]["replans"]
+    assert all(torch.equal(g, p.grad) for g, p in zip(grads, ref.parameters()))
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("budget", [pytest.param("100%", marks=EXTENDED), "60%"])
 def test_backend_inductor_step_peak_is_measured_on_a_tied_embedding(budget):
     """HF GPT-2 ties its lm_head to the token embedding; dynamo breaks the graph at the loss.

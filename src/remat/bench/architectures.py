@@ -353,7 +353,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     from torch._dynamo.exc import BackendCompilerFailed
 
     from ..measure import measure
-    from .heldout import draws_random, eager_rng, grad_difference, raise_dynamo_limits
+    from .heldout import draws_random, grad_difference, raise_dynamo_limits, second_step_grads
 
     raise_dynamo_limits()
     model, inputs, source = build(name)
@@ -412,16 +412,11 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
         row["eager_grad_err"] = grad_difference(eager, truth)
 
     def grads(net: Any, base: torch.nn.Module, make: Any) -> list:
-        if row["eager_rng"]:  # a step first: with a graph break, remat's first step runs its plan at the floor
-            torch._dynamo.reset()  # as fx code until the graphs after it are known
-            with eager_rng():
-                net, base = make()
-                _step(net, inputs, dtype)
-                base.zero_grad(set_to_none=True)
-                _step(net, inputs, dtype)
-        else:
-            base.zero_grad(set_to_none=True)
-            _step(net, inputs, dtype)
+        if row["eager_rng"]:
+            torch._dynamo.reset()
+            return second_step_grads(make, lambda again: _step(again, inputs, dtype))
+        base.zero_grad(set_to_none=True)
+        _step(net, inputs, dtype)
         return _grads(base)
 
     def remat_net() -> tuple[Any, torch.nn.Module]:

@@ -346,6 +346,21 @@ def eager_rng() -> Any:
     return inductor_config.patch(fallback_random=True)
 
 
+def second_step_grads(make: Callable[[], tuple[Any, torch.nn.Module]],
+                      step: Callable[[Any], Any]) -> list[torch.Tensor | None]:
+    """The parameter gradients of the second ``step`` of a fresh compiled build (``make`` -> the
+    compiled net and its model) under eager's generator (``eager_rng``), to compare with eager's
+    step from the same seed (``step`` seeds). Not the first step's: with a graph break,
+    ``remat.backend`` runs a graph's first call at its floor plan as fx code, until the graphs
+    after it are known, so a first step's gradients are not those of the code being measured."""
+    with eager_rng():
+        net, base = make()
+        step(net)
+        base.zero_grad(set_to_none=True)
+        step(net)
+    return [p.grad for p in base.parameters()]
+
+
 def autocast(device_type: str, dtype: torch.dtype | None):
     """The autocast context of a dtype (``None``: fp32, disabled)."""
     return torch.autocast(device_type, dtype=dtype or torch.bfloat16, enabled=dtype is not None)
