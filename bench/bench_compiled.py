@@ -541,6 +541,25 @@ def _through_vanilla(r: dict[str, Any], p: dict[str, Any]) -> str:
     return f" (round by round; x{r['time_ratio'] / p['time_ratio']:.3f} through vanilla's)"
 
 
+WRONG_GRADS = 1e-2  # compared under eager's generator, a gradient this far off (and 100x b=1's) is not eager's
+
+
+def wrong_grads(r: dict[str, Any], by: dict[str, dict[str, Any]]) -> str | None:
+    """Why ``r``'s gradients are not eager's, where they were compared under eager's generator (the
+    same dropout masks) and are off by more than rounding: over ``WRONG_GRADS`` and 100 times
+    torch.compile's at budget 1.0. None where they are, or where the comparison says nothing."""
+    if r.get("grads_rng") != "eager" or r.get("grad_diff") is None:
+        return None
+    base = by.get("torch.compile b=1", {}).get("grad_diff") or 0.0
+    if r["grad_diff"] <= max(WRONG_GRADS, 100 * base):
+        return None
+    text = f"gradients not eager's (grad diff {r['grad_diff']:.2g}; torch.compile b=1 {base:.2g})"
+    if r["family"] == "compile" and isinstance(r.get("budget"), (int, float)) and r["budget"] < 1:
+        text += (": the memory-budget partitioner recomputes dropout in the backward with fresh random numbers "
+                 "(pytorch/pytorch#190758)")
+    return text
+
+
 def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Issue 12's targets, computed from the measurements (never asserted)."""
     by = {r["method"]: r for r in rows}
@@ -560,7 +579,9 @@ def targets(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
             add(name, None, f"not measured ({r.get('error', 'no time')[:120]})")
             continue
         t, m = paired(r, p), r["peak"] / p["peak"]
-        add(name, t <= 0.95 and m <= 1.0, f"time x{t:.3f} of the peer's{_through_vanilla(r, p)}, peak x{m:.3f}")
+        wrong = wrong_grads(p, by)
+        add(name, t <= 0.95 and m <= 1.0, f"time x{t:.3f} of the peer's{_through_vanilla(r, p)}, peak x{m:.3f}"
+            + (f"; the peer's {wrong}" if wrong else ""))
     r = by.get("remat eager 50%")
     if r is not None:
         add("remat eager 50%: time <= 1.15x vanilla", r["time_ratio"] <= 1.15 if _ok(r) else None,
@@ -699,10 +720,14 @@ def markdown(result: dict[str, Any]) -> str:
         head = "| method | budget | peak MiB | peak / vanilla |" + (" op-level MiB (/ vanilla) |" if op else "") + \
             " time ratio | step ms | plan/compile s | predicted MiB | grad diff | notes |"
         lines += [head, "|" + "---|" * (head.count("|") - 1)]
+        by = {r["method"]: r for r in rows}
         for r in rows:
             note = r.get("error") or ""
             if not note:
                 bits = [r.get("how", "")] if r.get("how") else []
+                wrong = wrong_grads(r, by)
+                if wrong:
+                    bits.insert(0, wrong.upper()[:1] + wrong[1:])
                 if r.get("same_as"):
                     bits.append(f"same plan as {r['same_as']}")
                 if "report_recompute_fraction" in r:
@@ -727,7 +752,7 @@ def markdown(result: dict[str, Any]) -> str:
                          f"{_fmt(r.get('step_seconds'), '.1f', 1e-3)} | {_fmt(secs, '.1f')} | "
                          f"{_fmt(r.get('predicted_peak') if 'error' not in r else None, '.2f', MiB)} | "
                          f"{_fmt(r.get('grad_diff'), '.1e')} | "
-                         f"{note.replace('|', '/')[:200]} |")
+                         f"{note.replace('|', '/')[:320]} |")
         checks = result["targets"].get(key, [])
         if checks:
             lines += ["", "Targets (computed, not asserted):", ""]
