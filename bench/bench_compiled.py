@@ -541,17 +541,17 @@ def _through_vanilla(r: dict[str, Any], p: dict[str, Any]) -> str:
     return f" (round by round; x{r['time_ratio'] / p['time_ratio']:.3f} through vanilla's)"
 
 
-WRONG_GRADS = 1e-2  # compared under eager's generator, a gradient this far off (and 100x b=1's) is not eager's
+WRONG_GRADS = 1e-2  # compared under eager's generator, a gradient this far off (and 10x b=1's) is not eager's
 
 
 def wrong_grads(r: dict[str, Any], by: dict[str, dict[str, Any]]) -> str | None:
     """Why ``r``'s gradients are not eager's, where they were compared under eager's generator (the
-    same dropout masks) and are off by more than rounding: over ``WRONG_GRADS`` and 100 times
+    same dropout masks) and are off by more than rounding: over ``WRONG_GRADS`` and 10 times
     torch.compile's at budget 1.0. None where they are, or where the comparison says nothing."""
     if r.get("grads_rng") != "eager" or r.get("grad_diff") is None:
         return None
     base = by.get("torch.compile b=1", {}).get("grad_diff") or 0.0
-    if r["grad_diff"] <= max(WRONG_GRADS, 100 * base):
+    if r["grad_diff"] <= max(WRONG_GRADS, 10 * base):
         return None
     text = f"gradients not eager's (grad diff {r['grad_diff']:.2g}; torch.compile b=1 {base:.2g})"
     if r["family"] == "compile" and isinstance(r.get("budget"), (int, float)) and r["budget"] < 1:
