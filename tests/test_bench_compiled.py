@@ -282,13 +282,14 @@ def test_wrap_blocks_wraps_outermost_blocks():
 
 @pytest.mark.slow
 def test_gpu_overhead_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
-    """bench/gpu_probe/overhead.py, meant for a lent GPU, runs end to end here (DEVICE=cpu: CPU sizes, aten
-    ops for kernels), so a GPU session does not spend its minutes on a broken script."""
+    """bench/gpu_probe/overhead.py, meant for a lent GPU, runs end to end here (DEVICE=cpu: aten ops for
+    kernels; SIZE=quick: the tests' sizes), so a GPU session does not spend its minutes on a broken script."""
     import importlib.util
     from pathlib import Path
 
     monkeypatch.setenv("DEVICE", "cpu")
     monkeypatch.setenv("STEPS", "2")
+    monkeypatch.setenv("SIZE", "quick")
     path = Path(__file__).resolve().parents[1] / "bench" / "gpu_probe" / "overhead.py"
     spec = importlib.util.spec_from_file_location("gpu_overhead_probe", path)
     probe = importlib.util.module_from_spec(spec)

@@ -3,7 +3,8 @@ ViT 1.037x vanilla, where the CPU reads <= 1.02x): kernels or the CPU keeping ah
 
     python3 bench/gpu_probe/overhead.py OUT [MODELS]    # MODELS default gpt2,vit; bf16 autocast
     DEVICE=cpu .venv/bin/python bench/gpu_probe/overhead.py /tmp/o gpt2   # smoke here (CPU sizes, CPU ops)
-    (STEPS=N: N timed steps and N // 3 warm-ups instead of 10 and 3; the test suite's smoke takes 2)
+    (STEPS=N: N timed steps and N // 3 warm-ups instead of 10 and 3; SIZE: the models' size, gpu on
+    cuda and cpu on the CPU by default; the test suite's smoke takes STEPS=2, SIZE=quick)
 
 Per model, vanilla and remat "100%" (the benchmark's models, sizes and Task), each warmed up:
 - step ms: median of 10 synchronized steps;
@@ -32,6 +33,7 @@ from remat.bench import heldout  # noqa: E402
 DEVICE = os.environ.get("DEVICE", "cuda")
 sync = torch.cuda.synchronize if DEVICE == "cuda" else (lambda: None)
 STEPS = int(os.environ.get("STEPS", "10"))
+SIZE = os.environ.get("SIZE") or ("gpu" if DEVICE == "cuda" else "cpu")
 
 
 def timed(step, n: int = STEPS) -> tuple[float, float]:
@@ -90,7 +92,7 @@ def main(argv: list[str] | None = None) -> None:
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if DEVICE == "cuda" else "cpu",
               "models": {}}
     for name in models:
-        held = heldout.build(name, DEVICE, "gpu" if DEVICE == "cuda" else "cpu")
+        held = heldout.build(name, DEVICE, SIZE)
         with heldout.autocast(DEVICE, torch.bfloat16):
             opt = remat.optimize(held.model, held.inputs, "100%")
         rows = {}
