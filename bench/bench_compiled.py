@@ -231,7 +231,8 @@ class Run:
                 return net, self.held.model, {"compile_seconds": time.perf_counter() - t0,
                                               "compiler": self.args.remat_compiler}
             row = self.add(name, "remat-inductor", make, eager=False, first_call_seconds="compile_seconds",
-                           inductor=self.args.remat_compiler == "inductor", budget=budget, **({"matched": matched} if matched else {}))
+                           inductor=self.args.remat_compiler == "inductor", budget=budget,
+                           **({"matched": matched} if matched else {}))
             backend = self._backends.get(name)
             if backend is not None:
                 row.update(_report_fields(backend))
