@@ -83,6 +83,37 @@ def test_a_repeated_backward_node_keeps_its_first_evaluation_and_simulates():
     assert simulate_training(g, steps).recompute_cost == 3
 
 
+def _loss_reading_nothing_back(n: int = 3) -> Graph:
+    """A chain whose last value (a mean: its backward reads no forward value) nobody reads."""
+    g = Graph.chain(n)
+    g.add_node("loss", 1, 1, [f"x{n}"], bwd_uses=[])
+    return g
+
+
+def test_a_loss_back_propagated_before_its_inputs_are_computed_is_computed_first():
+    """A sequence may back-propagate a loss whose backward reads nothing before it computes
+    anything (TWRemat's did, on a tied-embedding model): autograd back-propagates only what the
+    forward ran, so the loss and its inputs are computed right before, and computing them again
+    later is recomputation (before: the loss came after its inputs' first computation, after its
+    own backward, and the schedule did not simulate)."""
+    g = _loss_reading_nothing_back(2)
+    seq = ["b:loss", "x1", "x2", "b:x2", "b:x1", "end"]
+    steps = joint_to_steps(seq, g)
+    assert steps == [("fwd", "x1"), ("fwd", "x2"), ("fwd", "loss"), ("bwd", "loss"), ("fwd", "x1"), ("fwd", "x2"),
+                     ("bwd", "x2"), ("bwd", "x1")]
+    assert simulate_training(g, steps).recompute_cost == 2
+
+
+def test_twremat_within_a_budget_on_a_loss_reading_nothing_back_simulates():
+    """Its budget search tries every cut-off k on the training step: each schedule converts and
+    simulates (before: ScheduleError, 'back-propagates loss, which was never computed')."""
+    g = _loss_reading_nothing_back(6)
+    vanilla = remat.simulate(g, remat.solve(g, None, solver="none")).peak
+    for share in (1.0, 0.7, 0.5, 0.3):
+        plan = remat.solve(g, share * vanilla, solver="twremat")
+        assert remat.simulate(g, plan).peak == plan.peak
+
+
 def test_noremat_on_the_joint_graph_is_the_vanilla_step():
     g = diamond()
     j, end = joint_graph(g)

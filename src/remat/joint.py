@@ -76,23 +76,52 @@ def joint_to_steps(sequence: Iterable[str], graph: Graph | None = None) -> list[
 
 def _compute_every_value(graph: Graph, steps: list[Step]) -> list[Step]:
     computed = {v for kind, v in steps if kind == "fwd"}
-    missing = [v for v in graph.order if v not in computed]
-    if not missing:
+    waiting = [v for v in graph.order if v not in computed]  # topological: an input before its consumer
+    if not waiting:
         return steps
-    first = {}
-    for k, (kind, v) in enumerate(steps):
+    pos = {v: i for i, v in enumerate(graph.order)}
+    have: set[str] = set()
+    out: list[Step] = []
+
+    def compute(vs: Iterable[str]) -> None:
+        for v in vs:
+            out.append(("fwd", v))
+            have.add(v)
+
+    def place_ready() -> None:
+        nonlocal waiting
+        ready = []
+        for v in waiting:
+            if all(u in have or u in ready for u in graph[v].inputs):
+                ready.append(v)
+        if ready:
+            compute(ready)
+            waiting = [v for v in waiting if v not in have]
+
+    place_ready()
+    for kind, v in steps:
+        if kind == "bwd" and v not in have:
+            # a value nobody reads back-propagated before the sequence computes its inputs (a loss whose
+            # backward needs nothing: TWRemat starts the backward with it): computed here, with its inputs
+            compute(sorted(_uncomputed_ancestors(graph, v, have), key=pos.__getitem__))
+            waiting = [u for u in waiting if u not in have]
+        out.append((kind, v))
         if kind == "fwd":
-            first.setdefault(v, k)
-    after: dict[int, list[str]] = {}
-    for v in missing:  # topological order: a missing input is placed before its consumer
-        at = max((first[u] for u in graph[v].inputs), default=-1)
-        after.setdefault(at, []).append(v)
-        first[v] = at
-    out: list[Step] = [("fwd", v) for v in after.get(-1, ())]
-    for k, step in enumerate(steps):
-        out.append(step)
-        out += [("fwd", v) for v in after.get(k, ())]
+            have.add(v)
+            place_ready()
     return out
+
+
+def _uncomputed_ancestors(graph: Graph, v: str, have: set[str]) -> set[str]:
+    """``v`` and its ancestors not in ``have``."""
+    todo, found = [v], set()
+    while todo:
+        u = todo.pop()
+        if u in have or u in found:
+            continue
+        found.add(u)
+        todo += graph[u].inputs
+    return found
 
 
 def _convert(sequence: Iterable[str]) -> list[Step]:

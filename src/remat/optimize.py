@@ -242,8 +242,10 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
         report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
         if measured.peak <= target * (1 + tolerance):
             break
-        if k and step.planned.peak > target * (1 + max(tolerance, 0.0)):
-            # a re-plan within less, predicted over too: the planner found no plan whose code fits
+        if (k and step.planned.peak > target * (1 + max(tolerance, 0.0))) or below_floor(step.planned, target,
+                                                                                         tolerance):
+            # a re-plan within less, predicted over too: the planner found no plan whose code fits;
+            # or the budget is below the floor of every plan's code: no re-plan can fit
             raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver)
         if k == rounds:
             over = measured.peak - target
@@ -312,11 +314,20 @@ def _least_plan_over(planned: Any, target: float, measured: float, vanilla: floa
     may also over-predict, so a plan predicted over is measured before it is refused."""
     need = max(planned.peak, measured)
     share = f" ({100 * need / vanilla:.1f}% of the measured vanilla peak)" if vanilla else ""
+    floor = planned.plan.stats.get("code_floor")
+    why = (f" Whatever a plan recomputes, its generated code needs at least {fmt_bytes(floor)}: "
+           f"{planned.plan.stats.get('code_floor_why', '')}." if floor is not None else "")
     return InfeasibleError(
         f"budget {fmt_bytes(target)} is below what remat's least plan ({planned.plan.stats.get('chosen', solver)}) "
         f"needs when it runs: it measured {fmt_bytes(measured)} against {fmt_bytes(planned.peak)} predicted for its "
-        f"generated code{share}, temporaries inside ops (such as convolution workspaces) included. Raise the "
+        f"generated code{share}, temporaries inside ops (such as convolution workspaces) included.{why} Raise the "
         f"budget to at least {fmt_bytes(need)} ({int(math.ceil(need))} bytes)", needed=need)
+
+
+def below_floor(planned: Any, target: float, tolerance: float) -> bool:
+    """Whether ``planned`` was made at the floor of every plan's generated code, above ``target``
+    (``codefloor``): no plan within less can meet it."""
+    return planned.plan.stats.get("code_floor", 0.0) > target * (1 + max(tolerance, 0.0))
 
 
 def _input_copy(t: torch.Tensor) -> torch.Tensor:

@@ -13,6 +13,7 @@ planned within what the graphs before it hold (``held``), leaving room for the g
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -29,6 +30,7 @@ from ..plan import Plan
 from ..simulate import Simulation
 from . import batchnorm, castcache, costs, fusedcost, fusionguard, tangents
 from .chain import with_tail, without_tail
+from .codefloor import CodeFloor, code_floor
 from .codepeak import CodePeak, code_peak
 from .batchnorm import update_statistics_in_place
 from .gradlayout import grads_as_parameters
@@ -387,9 +389,14 @@ class Planner:
         return sp.forward, sp.backward
 
     def _fit(self, jg: JointGraph, pg: Any, target: float, tail: float, base: float, relative: bool,
-             vanilla: float, notes: list[str], held: float, before: int) -> tuple:
+             vanilla: float, notes: list[str], held: float, before: int, bounded: bool = False) -> tuple:
         """The solver's plan whose generated code fits ``target`` (and leaves ``tail`` after its
         forward), with its schedule, simulation, split and code peak.
+
+        Eager code whose plan within the budget is over it, where the budget is below the floor of
+        every plan's code (``codefloor``): nothing is searched for the budget; the plan is made
+        within that floor (``bounded``: this is that call, whose plan the caller reports against
+        the real budget).
 
         The generated code runs ops the planning graph does not model (a loss's backward
         temporaries): while its own peak is over the budget, plan again within less. Under
@@ -433,6 +440,17 @@ class Planner:
         best = (choice, *self._split(jg, choice, pg))
         first = best
         searched = ""
+        if not bounded and not self._fused and fits(best[4]) > CODE_SLACK * target:
+            least = self._least_possible(jg)
+            if least.peak > target * (1 + CODE_SLACK):
+                notes.append(f"no plan's generated code can meet the budget of {target:.0f} bytes: whatever is "
+                             f"recomputed, it needs {least.peak:.0f} ({least.why()}): planned within that floor")
+                best = self._fit(jg, pg, least.peak, tail, base, relative, vanilla, notes, held, before,
+                                 bounded=True)
+                stats = {**best[0].plan.stats, "code_floor": least.peak, "code_floor_why": least.why()}
+                plan = dataclasses.replace(best[0].plan, stats=stats)  # (a copy: floors are cached)
+                best = (dataclasses.replace(best[0], plan=plan), *best[1:])
+                return self._ended(jg, pg, best, target, base, relative, held, tail, notes, "")
         if fits(best[4]) > CODE_SLACK * target and not choice.plan.stats.get("floor") and not self._fused \
                 and self.solver in ("auto", "selective"):  # (the judged search is selective's)
             # from the plan (and per-block checkpointing's floor) first; the solver's floor, which
@@ -488,6 +506,11 @@ class Planner:
                              f"{low[4].peak:.0f} bytes, against {best[4].peak:.0f} for the solvers' least plan"
                              + (": planned at it" if fits(low[4]) <= CODE_SLACK * target else ""))
                 best = low
+        return best if bounded else self._ended(jg, pg, best, target, base, relative, held, tail, notes, searched)
+
+    def _ended(self, jg: JointGraph, pg: Any, best: tuple, target: float, base: float, relative: bool, held: float,
+               tail: float, notes: list[str], searched: str) -> tuple:
+        """``_fit``'s best, after a note (and for the backend, ``_over_budget``) where its code is over ``target``."""
         code = best[4]
         if code.peak - target > CODE_SLACK * target:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
@@ -495,6 +518,16 @@ class Planner:
             if not self.strict:  # torch.compile: no measured step follows to re-plan from
                 self._over_budget(jg, pg, code, target, base, relative, held, tail)
         return best
+
+    def _least_possible(self, jg: JointGraph) -> CodeFloor:
+        """Eager code: the peak no plan's code goes below (``codefloor``), from the split saving everything."""
+        from torch.fx._lazy_graph_module import _use_lazy_graph_module
+
+        from ..schedule import vanilla as save_everything
+
+        with _use_lazy_graph_module(True):
+            sp = self._split_code(jg, save_everything(jg.graph))
+        return code_floor(sp.forward, sp.backward, jg.num_fwd_outputs, self._unused)
 
     def _refuse_early(self, jg: JointGraph, pg: Any, target: float, base: float, held: float, tail: float) -> None:
         """With a fallback (``__call__``), once the fused search found no plan: raise
