@@ -157,3 +157,21 @@ def test_saved_mem_only_lowers_the_peak(g, data):
     kept = [v for v in g.order if data.draw(st.booleans())]
     steps = schedule.from_kept(g, kept)
     assert simulate(parts, steps).peak <= simulate(full, steps).peak == simulate(g, steps).peak
+
+
+@pytest.mark.parametrize("readers,extra", [
+    (("x1", "x4"), [0, 0, 0, 0, 10, 10, 10, 10, 10, 20]),  # tied embeddings: held from the first part to the last
+    (("x1", "x2", "x4"), [0, 0, 0, 0, 10, 10, 10, 10, 30, 20]),  # a middle part: it, the sum so far and the new sum
+    (("x2", "x3"), [0, 0, 0, 0, 0, 10, 10, 10, 20, 0]),
+])
+def test_a_weight_read_by_several_nodes_holds_its_gradient_parts_until_the_last(readers, extra):
+    """``graph.shared_grads``: the first part is held from its reader's backward to the last
+    reader's; a middle part is added out of place (part, sum so far and new sum at once); the
+    last sum is the parameter's gradient, not counted. Exactly the plain timeline plus those
+    bytes, step by step; a recomputation and a free during the backward hold them too."""
+    g = Graph.chain(4)
+    steps = [("fwd", "x1"), ("fwd", "x2"), ("fwd", "x3"), ("fwd", "x4"), ("bwd", "x4"), ("bwd", "x3"),
+             ("free", "x1"), ("fwd", "x1"), ("bwd", "x2"), ("bwd", "x1")]
+    plain = simulate(g, steps).timeline
+    g.shared_grads = ((readers, 10.0),)
+    assert simulate(g, steps).timeline == [a + b for a, b in zip(plain, extra)]

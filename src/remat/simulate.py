@@ -15,6 +15,14 @@ allocates. Nodes with ``requires_grad=False`` get no gradient at all. A value wh
 backward keeps only part of it (``Node.saved_mem``) shrinks to that part after its last other read.
 Gradient buffers have the size of the differentiable part of a value (``Node.grad_size``).
 
+A weight the graph's values read in several places (tied embeddings, a layer called in a loop)
+gets its gradient in parts, one from the backward of each node that reads it
+(``graph.shared_grads``: the readers and the weight's bytes, set by ``compiled.jointgraph``).
+The weight itself is not a value of the graph, and its summed gradient is the step's result
+(the parameter's ``.grad``, not counted), but the parts are not: the first is held from its
+reader's backward until the last reader's, and each later one is added to it out of place as it
+comes (the part, the sum so far and the new sum live at once; the last sum is the result).
+
 A schedule that reads a value not in memory, back-propagates a node twice, before all its
 consumers or before ever computing it, or never back-propagates a node, is rejected with a
 ScheduleError naming the step.
@@ -174,9 +182,40 @@ def simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
         raise
 
 
+class _SharedGrads:
+    """The parts of the gradients of weights read by several nodes (module docstring)."""
+
+    def __init__(self, shared: tuple) -> None:
+        self.arrivals: dict[str, list[int]] = {}
+        for i, (readers, _) in enumerate(shared):
+            for r in readers:
+                self.arrivals.setdefault(r, []).append(i)
+        self.readers = [len(set(readers)) for readers, _ in shared]
+        self.size = [float(size) for _, size in shared]
+        self.seen = [0] * len(shared)
+        self.held = 0.0  # the sums so far, held between their parts
+
+    def backward(self, v: str) -> float:
+        """Bytes ``bwd v`` allocates for parts on top of ``held`` while it runs; updates ``held``."""
+        extra = 0.0
+        for i in self.arrivals.get(v, ()):
+            self.seen[i] += 1
+            size, j, k = self.size[i], self.seen[i], self.readers[i]
+            if j == 1:  # the first part: held until the next comes
+                extra += size
+                self.held += size
+            elif j < k:  # a part and the new sum, beside the sum so far
+                extra += 2 * size
+            else:  # the last part beside the sum so far; the new sum is the result
+                extra += size
+                self.held -= size
+        return extra
+
+
 def _simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
     nodes = graph.nodes
     ends, shrinks = _last_reads(graph, steps)
+    shared = _SharedGrads(graph.shared_grads) if getattr(graph, "shared_grads", None) else None
     live: dict[str, float] = {}   # forward values in memory
     grads = _Grads()
     fwd_mem = 0.0
@@ -202,7 +241,7 @@ def _simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
             if v not in live:
                 live[v] = node.mem
                 fwd_mem += node.mem
-            during = fwd_mem + grads.mem
+            during = fwd_mem + grads.mem + (shared.held if shared is not None else 0.0)
         elif kind == "bwd":
             if v in done_bwd:
                 raise ScheduleError(f"step {k} back-propagates {v!r} a second time")
@@ -216,12 +255,14 @@ def _simulate_training(graph: Graph, steps: list[Step]) -> Simulation:
             for u in node.inputs:
                 pending[u] -= 1
             done_bwd.add(v)
+            held = shared.held if shared is not None else 0.0
+            parts = shared.backward(v) if shared is not None else 0.0
             if not node.requires_grad:
-                during = fwd_mem + grads.mem
+                during = fwd_mem + grads.mem + held + parts
             else:
-                during = _backward(nodes, node, grads) + fwd_mem
+                during = _backward(nodes, node, grads) + fwd_mem + held + parts
         elif kind == "free":
-            during = fwd_mem + grads.mem
+            during = fwd_mem + grads.mem + (shared.held if shared is not None else 0.0)
         else:
             raise ValueError(kind)  # named by ``_check_steps``
         for u in shrinks[k]:

@@ -62,7 +62,7 @@ def with_tail(graph: Graph, tail: float) -> Graph:
     g = Graph(name=graph.name)
     g._nodes = dict(graph._nodes)
     g._invalidate()
-    for attr in ("pinned",):
+    for attr in ("pinned", "shared_grads"):
         if hasattr(graph, attr):
             setattr(g, attr, getattr(graph, attr))
     g.add_node(TAIL, mem=float(tail), cost=0.0, inputs=graph.sinks, op="graphs after a graph break",

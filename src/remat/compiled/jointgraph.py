@@ -221,6 +221,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     states: dict[str, str] = {}  # random planning id -> the planning id of its generator state
     normalized: dict[str, str] = {}  # a split batch norm's output id -> the batch norm's id
     output_of: dict[fx.Node, str] = {}  # a split batch norm -> its output's planning id
+    weight_of: dict[fx.Node, fx.Node] = {p: p for p in primals if p in grad_primal}  # views of weights too
+    weight_reads: dict[fx.Node, list[fx.Node]] = {}  # a weight -> the ops reading it (their backward: a part)
     for n in forward:
         ins = [a for a in n.all_input_nodes]
         in_owners = tuple(dict.fromkeys(o for a in ins for o in owners.get(a, ())))
@@ -245,6 +247,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             fresh += _nbytes(t)
         if fresh == 0 and _tensors(val):  # a view: lives in its base's storage
             owners[n] = tuple(dict.fromkeys(alias)) or in_owners
+            if not alias and (w := next((weight_of[a] for a in ins if a in weight_of), None)) is not None:
+                weight_of[n] = w
             if not alias and any(a in mutated for a in ins):
                 mutated.add(n)
             continue
@@ -253,6 +257,8 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             continue
         owners[n] = (n.name,)
         node_of[n.name] = n
+        for w in dict.fromkeys(weight_of[a] for a in ins if a in weight_of):
+            weight_reads.setdefault(w, []).append(n)
         if reads_old_data(n, mutated):
             reads_mutated.add(n.name)
         if is_random(n) and replayable(n):  # its draws are replayed from the generator state before it
@@ -347,12 +353,30 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
             _set_module(g, v, s["module"])
     if len(g) == 0:
         raise CaptureError(f"{name}'s forward allocates nothing: nothing to plan")
+    shared = _shared_grads(weight_reads, seq_owner, g)
+    if shared:
+        g.shared_grads = shared
     g.validate()
     return JointGraph(gm=gm, num_fwd_outputs=num_fwd_outputs, graph=g, node_of=node_of, owners=owners,
                       group=group, forward=forward, backward=backward,
                       random=frozenset(v for v, n in node_of.items() if is_random(n)), states=states,
                       unmodeled=unmodeled, cost_notes=cost_notes, normalized=normalized,
                       reads_mutated=frozenset(reads_mutated))
+
+
+def _shared_grads(weight_reads: dict[fx.Node, list[fx.Node]], seq_owner: dict[int, str],
+                  g: Graph) -> tuple[tuple[tuple[str, ...], float], ...]:
+    """Weights read by several planning nodes, whose backwards each make a part of their gradient
+    (``simulate``'s ``graph.shared_grads``): the readers, in forward order, and the weight's bytes.
+    Under autocast a weight is read once, by its cast (``castcache``): the cast is a value of the
+    graph, and its gradient is counted as any value's."""
+    shared = []
+    for w, ops in weight_reads.items():
+        ids = tuple(dict.fromkeys(r for n in ops if (r := seq_owner.get(n.meta.get("seq_nr"))) is not None
+                                  and r in g and g[r].requires_grad))
+        if len(ids) > 1:
+            shared.append((ids, float(sum(_nbytes(t) for t in _tensors(w.meta.get("val"))))))
+    return tuple(shared)
 
 
 def _tag_untagged(nodes: list[fx.Node]) -> None:
