@@ -15,7 +15,7 @@ from remat.compiled import partitioner as part
 from remat.compiled.codepeak import SCALAR_BYTES
 from remat.errors import InfeasibleError, SolverError
 
-from test_compiled import _SharedLayer, _bn_cnn, _hf, _mlp
+from test_compiled import EXTENDED, _SharedLayer, _bn_cnn, _hf, _mlp
 
 
 class _Tied(nn.Module):
@@ -63,7 +63,8 @@ def _recording(monkeypatch) -> tuple[list, list, list]:
 SOLVERS = ("none", "chen-sqrt", "chen-greedy", "twremat", "dp-approx", "selective", "blocks", "greedy")
 
 
-@pytest.mark.parametrize("build", [_mlp, _bn_cnn, lambda: _hf("gpt2"), lambda: _hf("llama"),
+@pytest.mark.parametrize("build", [_mlp, _bn_cnn, lambda: _hf("gpt2"),
+                                   pytest.param(lambda: _hf("llama"), marks=EXTENDED),  # (untied: as the MLP)
                                    lambda: (_SharedLayer(), (torch.randn(64, 64),)), _tied],
                          ids=["dropout-mlp", "batchnorm-cnn", "hf-gpt2", "hf-llama", "shared-layer", "tied"])
 def test_no_plan_peaks_below_the_floor(build):
