@@ -13,7 +13,9 @@ autograd node produced it. From that:
 - the backward step of a node is the run of backward ops with its ``seq_nr``; what they read of
   the forward becomes its ``bwd_uses``, which outputs of a tuple op they read its ``saved_mem``;
 - ``requires_grad``: a gradient flows from a primal that gets one (its gradient output is not
-  None) through floating-point values; ``grad_alias`` as in ``capture`` (add, clone, cat).
+  None) through floating-point values; ``grad_alias`` as in ``capture`` (add, clone, cat);
+- a primal (weight) read by several planning nodes, directly or through views, gets its gradient
+  in parts, one from each reader's backward: ``graph.shared_grads`` (``simulate`` counts them).
 
 Costs (``cost=``): ``"flops"``, ``"roofline"`` (seconds on the device: max(flops / peak, bytes
 moved / bandwidth)), ``"profile"`` (seconds measured per distinct op, cached on disk) or
