@@ -65,20 +65,24 @@ SOLVERS = ("none", "chen-sqrt", "chen-greedy", "twremat", "dp-approx", "selectiv
 
 @pytest.mark.parametrize("build", [_mlp, _bn_cnn, lambda: _hf("gpt2"),
                                    pytest.param(lambda: _hf("llama"), marks=EXTENDED),  # (untied: as the MLP)
-                                   lambda: (_SharedLayer(), (torch.randn(64, 64),)), _tied],
-                         ids=["dropout-mlp", "batchnorm-cnn", "hf-gpt2", "hf-llama", "shared-layer", "tied"])
+                                   lambda: (_SharedLayer(), (torch.randn(64, 64),)), _tied, "tied-bf16"],
+                         ids=["dropout-mlp", "batchnorm-cnn", "hf-gpt2", "hf-llama", "shared-layer", "tied",
+                              "tied-bf16"])
 def test_no_plan_peaks_below_the_floor(build):
     """Dropout, batch norm, HF decoders with their default arguments, a layer read four times and
-    tied embeddings: the plans of eight solvers at four budgets (TWRemat's recompute values
-    several times), split and walked as the runtime runs them, all peak at or above the floor."""
+    tied embeddings (also under bf16 autocast, where the output projection reads the weight's cast):
+    the plans of eight solvers at four budgets (TWRemat's recompute values several times), split
+    and walked as the runtime runs them, all peak at or above the floor."""
     from remat.compiled.module import compile_step
     from remat.optimize import vanilla_peak
     from remat.runtime import _executed
 
-    model, inputs = build()
+    bf16 = build == "tied-bf16"
+    model, inputs = _tied() if bf16 else build()
     args, kwargs = (inputs, {}) if isinstance(inputs, tuple) else ((), inputs)
     planner = part.Planner("100%")
-    compile_step(model, args, kwargs, planner)
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        compile_step(model, args, kwargs, planner)
     jg = planner.planned[-1].joint
     graph = jg.graph
     floor = planner._least_possible(jg)
