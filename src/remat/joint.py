@@ -31,7 +31,7 @@ END = "end"
 SequenceSolver = Callable[[Graph, str], tuple[list[str], dict]]
 
 
-def joint_graph(graph: Graph) -> tuple[Graph, str]:
+def joint_graph(graph: Graph, autograd_order: bool = False) -> tuple[Graph, str]:
     """The joint forward+backward graph of a training step, and its final node ``"end"``.
 
     Forward nodes keep their ids, mem, cost and inputs. For each forward node v, ``"b:" + v``
@@ -40,6 +40,11 @@ def joint_graph(graph: Graph) -> tuple[Graph, str]:
     gradient arrives from its consumers' backward nodes; a sink's gradient is the seed).
     ``"end"`` (mem 0, cost 0) reads every backward node that nothing consumes, i.e. b:v for
     each forward source v.
+
+    ``autograd_order``: b:v also reads the backward node of the value created right after v, so
+    every sequence back-propagates in reverse creation order, the only order the runtime's
+    autograd follows (``schedule.executable``); without it a sequence whose backward runs in
+    another order can only be run as its kept set.
     """
     graph.validate()
     clash = [v for v in graph.order if v == END or v.startswith(BWD_PREFIX)]
@@ -47,12 +52,16 @@ def joint_graph(graph: Graph) -> tuple[Graph, str]:
         raise GraphError(f"node id {clash[0]!r} collides with the joint graph's names "
                          f"({END!r} and the {BWD_PREFIX!r} prefix): rename it")
     j = Graph(name=f"{graph.name}:joint")
+    nxt = dict(zip(graph.order, graph.order[1:]))
     for v in graph.order:
         n = graph[v]
         j.add_node(v, n.mem, n.cost, n.inputs, op=n.op, bwd_uses=n.bwd_uses)
     for v in reversed(graph.order):
         n = graph[v]
         grads_in = [BWD_PREFIX + w for w in graph.succ[v]]
+        after = nxt.get(v)
+        if autograd_order and after is not None and after not in graph.succ[v]:
+            grads_in.append(BWD_PREFIX + after)
         j.add_node(BWD_PREFIX + v, graph.mem(n.inputs), 2 * n.cost, [*n.saved, *grads_in], op="bwd")
     heads = [BWD_PREFIX + v for v in graph.order if not graph[v].inputs]
     j.add_node(END, 0, 0, heads, op="end")
@@ -68,10 +77,28 @@ def joint_to_steps(sequence: Iterable[str], graph: Graph | None = None) -> list[
     the simulator counts. The forward steps that fed a dropped repeat stay (wasted recompute).
     With ``graph``, a forward value the sequence never computes (nobody reads it, like a loss
     whose backward does not need it) is computed as soon as its inputs first are: autograd
-    only back-propagates through what the forward pass ran.
+    only back-propagates through what the forward pass ran. A value the runtime never recomputes
+    (``graph.pinned``: generator states, draws it cannot replay) is computed once and held until
+    its last use: the sequence's later evaluations of it are dropped.
     """
     steps = _convert(sequence)
-    return steps if graph is None else _compute_every_value(graph, steps)
+    return steps if graph is None else _compute_every_value(graph, _once_pinned(graph, steps))
+
+
+def _once_pinned(graph: Graph, steps: list[Step]) -> list[Step]:
+    """``steps`` without the recomputations of pinned values (the runtime keeps them instead)."""
+    fixed = frozenset(getattr(graph, "pinned", ()) or ())
+    if not fixed:
+        return steps
+    seen: set[str] = set()
+    out: list[Step] = []
+    for kind, v in steps:
+        if kind == "fwd" and v in fixed:
+            if v in seen:
+                continue
+            seen.add(v)
+        out.append((kind, v))
+    return out
 
 
 def _compute_every_value(graph: Graph, steps: list[Step]) -> list[Step]:
@@ -186,7 +213,7 @@ def sequence_plan(graph: Graph, seq: list[str], final: str, solver: str, budget:
 def training_plan(graph: Graph, budget: float | None, solver: str, sequencer: SequenceSolver,
                   started: float) -> Plan:
     """Training problem via the joint graph: sequence it, convert, simulate (plan.peak)."""
-    joint, end = joint_graph(graph)
+    joint, end = joint_graph(graph, autograd_order=True)
     seq, stats = sequencer(joint, end)
     steps = joint_to_steps(seq, graph)
     sim = simulate_training(graph, steps)

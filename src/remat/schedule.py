@@ -107,8 +107,10 @@ def executable(graph: Graph, steps: list[Step]) -> list[Step] | None:
 
     The runtime's forward is the model's own pass (each value once, in order), and autograd
     back-propagates in reverse creation order, taking control only at steps that ``triggers``.
-    So: the forward part (up to where the last value is first computed, which must come before
-    any backward step) becomes one pass in order, keeping what the schedule reads again later; a
+    So: the forward part (up to where the last value is first computed, or the first backward
+    step if that comes earlier) becomes one pass in order, keeping what the schedule reads again
+    later (a value the schedule first computes after a backward step is computed in that pass
+    too, and its later computation is a recomputation); a
     recomputation before a backward step that does not trigger moves to the next one that does;
     explicit frees go (liveness frees at the last read), and so do recomputations that nothing
     reads before the value is computed again. Recompute cost never grows; the peak can move
@@ -124,8 +126,6 @@ def executable(graph: Graph, steps: list[Step]) -> list[Step] | None:
             break
         if kind == "fwd":
             seen.add(v)
-    if len(seen) != len(order):
-        return None
     tail = steps[end:]
     if [v for kind, v in tail if kind == "bwd"] != list(reversed(order)):
         return None
