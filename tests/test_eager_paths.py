@@ -387,6 +387,9 @@ def test_a_budget_under_the_ops_own_temporaries_is_refused_naming_one_that_is_me
             remat.optimize(copy.deepcopy(model), (x,), "50%")
         need = int(re.search(r"(\d+) bytes\)", str(info.value)).group(1))
         assert math.ceil(info.value.needed) == need  # what the message names, as a number (the demo's retry)
+        assert "of the measured vanilla peak" in str(info.value)  # the base of "50%": verify measured it
+        with pytest.raises(remat.InfeasibleError, match="of the vanilla peak its planning graph simulates"):
+            remat.optimize(copy.deepcopy(model), (x,), "20%", verify=False)  # unmeasured: which vanilla, said
         module = remat.optimize(model, (x,), need)
     finally:
         torch.set_num_threads(before)

@@ -269,7 +269,9 @@ class Planner:
         if self.plan is not None and not self.planned:
             return self._stored(jg, vanilla, started)
         relative = _is_relative(self.budget)
-        base = self.vanilla if (self.vanilla is not None and not self.planned) else vanilla
+        measured = self.vanilla is not None and not self.planned
+        base = self.vanilla if measured else vanilla
+        self._base_words = "the measured vanilla peak" if measured else "the vanilla peak its planning graph simulates"
         target = parse_budget(self.budget, base)
         if self.planning_budget is not None and not self.planned:
             target = min(target, self.planning_budget)
@@ -694,8 +696,8 @@ class Planner:
         what = (" with inductor's fused code" if self._fused
                 else " (its generated code, temporaries inside ops included)")
         return InfeasibleError(
-            f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of the vanilla peak {fmt_bytes(base)}) is below "
-            f"the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
+            f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of {self._base_words}, {fmt_bytes(base)}) "
+            f"is below the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that"
             + _output_grads_text(jg, low, self._unused), needed=int(low) + 1)
 
