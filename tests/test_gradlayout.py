@@ -12,6 +12,7 @@ import torch
 import remat
 from remat.bench import architectures
 from remat.compiled import gradlayout, partitioner
+from remat.compiled.codepeak import code_peak
 from remat.measure import measure
 
 
@@ -26,11 +27,18 @@ def _restrided(planned) -> int:
     return len(gradlayout.restrided(planned.split.forward, planned.split.backward))
 
 
+def _end_of_backward(planned) -> float:
+    """Bytes the walk of the generated code holds after the backward's last op."""
+    traces: dict = {}
+    code_peak(planned.split.forward, planned.split.backward, planned.joint.num_fwd_outputs, traces=traces)
+    return traces["backward"][-1][1]
+
+
 def test_gradients_are_returned_in_their_parameters_layout_and_the_step_holds_less(monkeypatch):
     """With the copies, no returned gradient breaks autograd's layout contract, the walk predicts
-    the measured peak (allocator level) to 0.1%, and the same plan's step holds less than without
-    them (each channels-last gradient lived to the end of the backward), whose peak the walk also
-    predicts (it counts such a gradient as a temporary until autograd copies it)."""
+    the measured peak (allocator level) to 0.1%, and the same plan's step holds no more than without
+    them, and less at the end of the backward (each channels-last gradient lived to it), whose peak
+    the walk also predicts (it counts such a gradient as a temporary until autograd copies it)."""
     model, inputs, _ = architectures.build("convnextv2")
     ref = copy.deepcopy(model)
     module, peak = _planned(model, inputs)
@@ -42,7 +50,11 @@ def test_gradients_are_returned_in_their_parameters_layout_and_the_step_holds_le
         plain, plain_peak = _planned(model, inputs)
     assert _restrided(plain.step.planned) > 0  # the premise: the model returns such gradients
     assert abs(plain_peak - plain.step.planned.peak) <= 1e-3 * plain_peak
-    assert peak < plain_peak
+    # the copies end each such gradient where it is made: the end of the backward holds less, and
+    # the peak is lower where it falls after them (the host's convolution kernels decide where it
+    # falls: on a 2-core AMD EPYC, at a convolution backward before them, and both peaks are equal)
+    assert _end_of_backward(planned) < _end_of_backward(plain.step.planned)
+    assert peak <= plain_peak
     for net in (module, ref):
         net.zero_grad(set_to_none=True)
         net(**inputs).loss.backward()

@@ -211,19 +211,24 @@ def sequence_plan(graph: Graph, seq: list[str], final: str, solver: str, budget:
 
 
 def training_plan(graph: Graph, budget: float | None, solver: str, sequencer: SequenceSolver,
-                  started: float) -> Plan:
-    """Training problem via the joint graph: sequence it, convert, simulate (plan.peak)."""
-    joint, end = joint_graph(graph, autograd_order=True)
+                  started: float, autograd_order: bool = True) -> Plan:
+    """Training problem via the joint graph: sequence it, convert, simulate (plan.peak).
+    ``autograd_order``: the joint graph makes the sequence back-propagate as autograd does (``joint_graph``)."""
+    joint, end = joint_graph(graph, autograd_order=autograd_order)
     seq, stats = sequencer(joint, end)
     steps = joint_to_steps(seq, graph)
     sim = simulate_training(graph, steps)
     joint_sim = simulate_sequence(joint, seq, end)
-    computed = Counter(u for k, u in steps if k == "fwd")
-    kept = [v for v in graph.order if computed[v] == 1]  # never recomputed
     return Plan(
-        solver=solver, budget=budget, feasible=within(sim.peak, budget), schedule=steps, kept=kept,
-        peak=sim.peak, recompute_cost=sim.recompute_cost,
+        solver=solver, budget=budget, feasible=within(sim.peak, budget), schedule=steps,
+        kept=kept_of_steps(graph, steps), peak=sim.peak, recompute_cost=sim.recompute_cost,
         solve_seconds=time.perf_counter() - started, problem="training",
-        stats={"simulated_peak": sim.peak, "joint_peak": joint_sim.peak,
-               "joint_steps": len(seq), "joint_nodes": len(joint), **stats},
+        stats={"simulated_peak": sim.peak, "joint_peak": joint_sim.peak, "joint_steps": len(seq),
+               "joint_nodes": len(joint), "autograd_order": autograd_order, **stats},
     )
+
+
+def kept_of_steps(graph: Graph, steps: list[Step]) -> list[str]:
+    """The values a schedule computes once (never recomputed): a plan's kept set."""
+    computed = Counter(u for k, u in steps if k == "fwd")
+    return [v for v in graph.order if computed[v] == 1]
