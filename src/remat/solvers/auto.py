@@ -254,6 +254,7 @@ def _floor_within(graph: Graph, budget: float, name: str, mode: str, deadline: f
     falls back to its floor, recomputed 445."""
     from ..judge import floor
 
+    options = {k: v for k, v in options.items() if k not in ("problem", "mode")}  # the floors' cache key
     low = floor(graph, name, mode, deadline=deadline, **options)
     if low is None or not low.peak <= budget * (1 + 1e-9) + 1e-12:
         return None
