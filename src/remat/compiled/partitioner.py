@@ -495,7 +495,8 @@ class Planner:
                          f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
             best = fused
         elif not self._fused and best[2].recompute_cost > 0 and self.solver in ("auto", "selective") and (
-                planning < target or fits(best[4]) < -ROOM * target):  # after ``_below``, or well under the budget
+                planning < target or fits(best[4]) < -ROOM * target  # after ``_below``, or well under the budget,
+                or (fits(best[4]) < 0 and best[0].plan.stats.get("from_floor"))):  # or a least-peak plan with room
             judged = self._code_selective(jg, pg, target, tail, [best[0]], fits, blocks=planning < target)
             if judged is not None and judged[2].recompute_cost < best[2].recompute_cost:
                 notes.append(f"planned by its generated code's own peak ({judged[0].plan.stats['chosen']}): it "

@@ -42,6 +42,7 @@ a plan outside it can show a negative gap.
 
 from __future__ import annotations
 
+import dataclasses
 import multiprocessing
 import time
 from typing import Any, Callable
@@ -260,7 +261,9 @@ def _floor_within(graph: Graph, budget: float, name: str, mode: str, deadline: f
         return None
     tried.append({"solver": name, "mode": low.mode, "planning_budget": "floor", "simulated_peak": low.peak,
                   "recompute_cost": low.recompute_cost, "fits": True, "seconds": low.solve_seconds})
-    return low
+    # a plan that fits, not auto's floor (``stats["floor"]``: planned because no plan fits); a copy: floors are cached
+    stats = {k: v for k, v in low.stats.items() if k != "floor"}
+    return dataclasses.replace(low, budget=budget, stats={**stats, "from_floor": True})
 
 
 def _installed(name: str) -> bool:
