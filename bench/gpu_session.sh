@@ -9,16 +9,19 @@
 # On an H100 (feed18f, bench/results/compiled_h100/*_feed18f) eager took 383 s for all four models. On an H200
 # (15d59f3, bench/results/compiled_h200/) inductor took 342 s for GPT-2 + Llama (GPT-2 then failed: fixed) and
 # 155 / 121 s for GPT-2 / ViT alone (LIMIT=130 / 95); "100%" rows are cut by the limit on GPT-2 and Llama.
+# 2026-11-29 (3dd9cdf, H200, 753 device seconds): the inductor gap probe on Llama (402 s), overhead.py GPT-2 and
+# the cost benchmark (148 s), eager GPT-2 + Llama with LIMIT=60 (154 s); results under bench/results/
+# {gpu_probe_h200,costs_cuda_h200_3dd9cdf,compiled_h200/eager_3dd9cdf}.
 # Next session (15 device minutes), two calls:
-#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6 min, timeout_s 480): why remat inductor at
-#      torch.compile's peak costs 1.137x its step on Llama: the same plan compiled with remat's inductor
-#      settings, with inductor's own, and with each of inductor's own alone (buffer pool, horizontal fusion,
-#      no fusion guard, peak-memory reordering), kernel by kernel against torch.compile b=1;
-#   2. python3 bench/gpu_probe/overhead.py OUT/o gpt2 (~1 min: whether eager remat's "100%" GPT-2 step lost its
-#      2.1x attention kernels, causal mask fixed in 2768c0a), then the cost benchmark of issue 13 below, or
-#      MODELS=resnet with LIMIT=250 (~6 min, never run on inductor).
-# Issue 13's GPU cost benchmark (12 plans; not yet run on a GPU):
-#   python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models gpt2,mistral --budgets 0.7,0.5 --out OUT
+#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6 min, timeout_s 480): with inductor's own horizontal
+#      fusion (3dd9cdf+1) and profiled costs on CUDA (cost="auto"), whether remat inductor at torch.compile's peak
+#      is now at most 1.046x its step (the row that measured with them); OUT/g/kernels.txt holds the source of the
+#      2.26 ms persistent reduction (the recomputed residual stream and RMSNorm statistics in one kernel);
+#   2. MODELS="vit resnet" LIMIT=70 bash bench/gpu_session.sh eager OUT (~4-5 min; never run on an H200), or
+#      MODELS=resnet LIMIT=250 bash bench/gpu_session.sh inductor OUT (~6 min, never run on inductor).
+# Issue 13's GPU cost benchmark ran once (profile best: 1.043x against flops 1.086x, roofline 1.094x); again with
+# ResNet-18: python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models resnet18,mistral \
+#   --budgets 0.7,0.5 --repeats 5 --out OUT
 #
 # Each model runs in its own process with its own --time-limit (no new method is built after it; what
 # was built is still timed), so a slow model cannot starve the others. Everything written goes into

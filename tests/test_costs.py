@@ -181,10 +181,24 @@ def test_unknown_cost_names_the_known_ones():
         remat.optimize(model, (x,), budget="75%", cost="seconds", verify=False)
 
 
+def test_auto_cost_is_the_cost_benchmarks_best_on_each_kind_of_device():
+    assert costs.DEFAULT_COST == "auto"
+    assert costs.resolve("auto", "cuda:1") == "profile"
+    assert costs.resolve("auto", torch.device("cpu")) == "roofline"
+    assert costs.resolve("auto", None) == "roofline"  # no device known (a meta graph): the roofline's figures
+    assert costs.resolve("flops", "cuda") == "flops"
+    with pytest.raises(InputError, match="unknown cost 'seconds'"):
+        costs.resolve("seconds", "cpu")
+    gm, n = _joint(*_mlp())
+    auto, roof = (jointgraph.build(copy.deepcopy(gm), n, cost=c).graph for c in ("auto", "roofline"))
+    assert {v: auto[v].cost for v in auto.order} == {v: roof[v].cost for v in roof.order}
+
+
 def test_cli_and_backend_take_profile():
     from remat.cli import build_parser
 
     assert build_parser().parse_args(["run", "resnet18", "--cost", "profile"]).cost == "profile"
+    assert build_parser().parse_args(["run", "resnet18"]).cost == "auto"
     assert remat.backend(cost="profile").planner.cost == "profile"
     with pytest.raises(InputError, match="'roofline'"):
         remat.backend(cost="seconds")

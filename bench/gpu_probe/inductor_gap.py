@@ -1,16 +1,19 @@
 """Where remat inductor loses time against torch.compile b=1 on a GPU (H200, 15d59f3: Llama bf16 at
 torch.compile's peak 1.137x its step, with 0.55 ms of predicted recomputation in a 41 ms step):
-the recomputation, or remat's inductor settings (``compiled/fusion.py``: no buffer pool, horizontal
-fusion of adjacent kernels only, fusion guard, no peak-memory reordering), held for memory exactness?
+the recomputation, or remat's inductor settings (``compiled/fusion.py``: no buffer pool, fusion
+guard, no peak-memory reordering; until 3dd9cdf also horizontal fusion of adjacent kernels only,
+which cost 4.4% there: bench/results/gpu_probe_h200), held for memory exactness?
 
     python3 bench/gpu_probe/inductor_gap.py OUT [MODEL]     # MODEL default llama; bf16 autocast; ~6 min
     DEVICE=cpu .venv/bin/python bench/gpu_probe/inductor_gap.py /tmp/g gpt2   # smoke here (CPU sizes)
 
 Rows, each compiled on its own: torch.compile at activation_memory_budget 1.0; remat inductor at
 torch.compile's measured peak with remat's settings ("exact"), with inductor's own ("inductor"), and
-with one of inductor's own at a time (``OWN``); remat inductor "100%" with remat's. Per row: peak (max_memory_allocated during the step minus what was allocated before),
-median step of 10 interleaved rounds, and one profiled step's kernel count and device time; the
-kernels whose summed time differs most from torch.compile's. Prints a table, writes OUT/gap.json.
+with one of inductor's own at a time (``OWN``); remat inductor "100%" with remat's. Per row: peak
+(max_memory_allocated during the step minus what was allocated before), median step of 10
+interleaved rounds, and one profiled step's kernel count and device time; the kernels whose summed
+time differs most from torch.compile's. Prints a table, writes OUT/gap.json and OUT/kernels.txt (the
+source of up to four kernels remat runs at torch.compile's peak that torch.compile does not).
 """
 from __future__ import annotations
 
@@ -39,31 +42,28 @@ DEVICE = os.environ.get("DEVICE", "cuda")
 CUDA = DEVICE == "cuda"
 
 
-OWN = ("pool", "horizontal", "guard", "reorder")  # remat's settings, each of which can be inductor's own
+OWN = ("pool", "guard", "reorder")  # remat's settings, each of which can be inductor's own
 
 
 def inductor_settings(*own: str) -> Callable[[], Any]:
     """While remat's graphs compile (the first step), inductor's own settings for those named in
-    ``own`` (``OWN``): its buffer pool, horizontal fusion at any distance, no fusion guard, its
-    peak-memory reordering."""
+    ``own`` (``OWN``): its buffer pool, no fusion guard, its peak-memory reordering."""
 
     @contextlib.contextmanager
     def settings() -> Iterator[None]:
         import remat.compiled.backend as backend
 
-        saved = fusion.HORIZONTAL_DISTANCE, fusion.BUFFER_POOL, fusionguard.of, backend.config_patches
+        saved = fusion.BUFFER_POOL, fusionguard.of, backend.config_patches
         if "pool" in own:
             fusion.BUFFER_POOL = True
-        if "horizontal" in own:
-            fusion.HORIZONTAL_DISTANCE = 64
         if "guard" in own:
             fusionguard.of = lambda gm: None
         if "reorder" in own:
-            backend.config_patches = lambda: {k: v for k, v in saved[3]().items() if k != "reorder_for_peak_memory"}
+            backend.config_patches = lambda: {k: v for k, v in saved[2]().items() if k != "reorder_for_peak_memory"}
         try:
             yield
         finally:
-            fusion.HORIZONTAL_DISTANCE, fusion.BUFFER_POOL, fusionguard.of, backend.config_patches = saved
+            fusion.BUFFER_POOL, fusionguard.of, backend.config_patches = saved
 
     return settings
 
@@ -157,6 +157,22 @@ def main(argv: list[str] | None = None) -> None:
     result = {"torch": torch.__version__, "device": torch.cuda.get_device_name() if CUDA else "cpu", "model": name,
               "rows": rows, "top_kernel_differences": diffs}
     (out / "gap.json").write_text(json.dumps(result, indent=1, default=str))
+    mine = [d["kernel"] for d in diffs["remat at torch.compile's peak, exact settings"] if d["compile"] is None]
+    (out / "kernels.txt").write_text(kernel_sources(mine[:4]))
+
+
+def kernel_sources(names: list[str]) -> str:
+    """The generated source of each named kernel, from inductor's cache directory (one file per
+    kernel on a GPU): what a kernel that runs slower than its bytes suggest is made of."""
+    from torch._inductor.runtime.cache_dir_utils import cache_dir
+
+    found = {}
+    for path in sorted(Path(cache_dir()).rglob("*.py")):
+        text = path.read_text(errors="replace")
+        for name in names:
+            if name not in found and f"def {name}" in text:  # (names are cut to 120 characters)
+                found[name] = f"# ===== {name} ({path})\n{text}"
+    return "\n\n".join(found.get(n, f"# ===== {n}: source not found") for n in names)
 
 
 if __name__ == "__main__":

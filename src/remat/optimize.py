@@ -129,9 +129,10 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
     (``remat.solvers.auto``, the one ``remat.solve`` runs: every default candidate within a 30 s
     limit, the cheapest executed plan that fits). ``cost``: what recomputation is weighed in:
-    ``"roofline"`` (default: seconds, max of FLOPs over the device's peak and bytes moved over its
-    bandwidth, plus a per-op overhead; ``costs.DEFAULT_COST`` says why), ``"flops"`` or ``"profile"`` (each distinct op timed once on the model's device,
-    cached on disk; ``remat.compiled.costs``). ``verify``: run one real
+    ``"roofline"`` (seconds, max of FLOPs over the device's peak and bytes moved over its bandwidth,
+    plus a per-op overhead), ``"profile"`` (each distinct op timed once on the model's device, cached
+    on disk), ``"flops"``, or ``"auto"`` (default: profile on CUDA, roofline elsewhere, the fastest
+    plans in the cost benchmark; ``remat.compiled.costs``). ``verify``: run one real
     step (model state, gradients and RNG restored afterwards) and re-plan, at most ``rounds``
     times, while the measured peak exceeds ``budget * (1 + tolerance)``.
 
@@ -355,8 +356,11 @@ def _unwrap_compiled(model: nn.Module) -> nn.Module:
 def _optimize_interpreted(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str,
                           mode: str, cost: str, verify: bool, rounds: int, tolerance: float) -> RematModule:
     """The interpreter fallback (``executor="interpret"``): ``runtime.RematModule``. Its capture
-    knows FLOP, profiled and paper costs; the roofline (the default) is planned as FLOPs there."""
+    knows FLOP, profiled and paper costs; the roofline is planned as FLOPs there."""
     notes = []
+    from .compiled.costs import resolve
+
+    cost = resolve(cost, next((p.device for p in model.parameters()), None))
     if cost == "roofline":
         cost = "flops"
         notes.append("cost: the interpreter's capture has no roofline costs; planned with FLOPs")

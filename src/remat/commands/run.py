@@ -39,10 +39,10 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "it (0.4); default 50%%")
     add_solver_argument(p, "auto")
     p.add_argument("--mode", choices=["time", "memory"], default="time")
-    p.add_argument("--cost", choices=["flops", "roofline", "profile", "paper"], default="roofline",
+    p.add_argument("--cost", choices=["auto", "flops", "roofline", "profile", "paper"], default="auto",
                    help="op cost model for planning: flops, roofline (seconds from the device's peak FLOP/s "
                         "and bandwidth), profile (each distinct op timed once on the device, cached in "
-                        "$REMAT_CACHE_DIR), paper (default roofline)")
+                        "$REMAT_CACHE_DIR), paper, auto (default: profile on CUDA, roofline elsewhere)")
     p.add_argument("--repeats", type=int, default=5, help="timed step pairs after warm-up (>= 5)")
     add_json_arguments(p, full="the plan's full report (every candidate tried)")
 

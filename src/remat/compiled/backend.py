@@ -408,9 +408,10 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
             cost: str = DEFAULT_COST) -> RematBackend:
     """A torch.compile backend planning each graph within ``budget`` with ``solver``.
 
-    ``cost``: the op cost model (``remat.compiled.costs``): ``"roofline"`` (default: seconds
-    from the device's peak FLOP/s and bandwidth), ``"flops"``, ``"profile"`` (each distinct op timed once on
-    the device, cached on disk) or ``"paper"``."""
+    ``cost``: the op cost model (``remat.compiled.costs``): ``"roofline"`` (seconds from the
+    device's peak FLOP/s and bandwidth), ``"profile"`` (each distinct op timed once on the device,
+    cached on disk), ``"flops"``, ``"paper"``, or ``"auto"`` (default: profile on CUDA, roofline
+    elsewhere)."""
     from .costs import check
 
     check(cost)

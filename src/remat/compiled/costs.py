@@ -13,6 +13,8 @@
   cached on disk, so a second build of the same model times nothing. Ops that cannot be run on
   synthetic inputs (random draws, in-place ops, ops that fail) get their roofline estimate.
 - ``"paper"``: seed 000 §5's rule: 10 for a convolution, 1 for anything else.
+- ``"auto"`` (the default): the one of these the cost benchmark found best on the graph's kind of
+  device (``BEST``): ``"profile"`` on CUDA, ``"roofline"`` elsewhere.
 
 The cache: ``$REMAT_CACHE_DIR`` (default ``~/.cache/remat``), one JSON file per device name, torch
 version (and, on the CPU, thread count, which op times depend on).
@@ -38,12 +40,17 @@ import torch.utils._pytree as pytree
 from ..errors import InputError
 from ..graph import Graph
 
-COSTS = ("flops", "roofline", "profile", "paper")
-# the default on every device: on this project's 2-core CPU, plans made with roofline costs trained
-# fastest at matched measured peaks over three runs of bench/bench_costs.py (mean step time 1.137x
-# vanilla, against 1.163x with FLOP costs and 1.168x profiled; bench/results/costs_cpu). Not yet
-# measured on a GPU, where roofline is the cost model DESIGN.md asks for.
-DEFAULT_COST = "roofline"
+COSTS = ("auto", "flops", "roofline", "profile", "paper")
+# "auto", the default: the cost model whose plans trained fastest at matched measured peaks in
+# bench/bench_costs.py on that kind of device (``BEST``). On this project's 2-core CPU, roofline
+# (mean step 1.137x vanilla over three runs, against 1.163x with FLOP costs and 1.168x profiled;
+# bench/results/costs_cpu). On an H200 under bf16 autocast (GPT-2 12x768 and Mistral 8x1024 at
+# 70% and 50%; bench/results/costs_cuda_h200_3dd9cdf), profile: 1.043x, against 1.086x with FLOP
+# costs and 1.094x with the roofline (Mistral 1.044x / 1.131x / 1.143x; GPT-2 1.042x / 1.041x /
+# 1.044x), its planning no slower (7.0-8.7 s against 6.9-12.1 s, ops timed included).
+DEFAULT_COST = "auto"
+BEST = {"cuda": "profile"}  # device type -> cost model; any other device: "roofline"
+SECONDS = frozenset({"auto", "roofline", "profile"})  # the cost models whose costs are seconds on the device
 
 # ops the flop counter has no formula for that do matmul work (batch, heads, queries, keys, dim)
 _ATTENTION = ("_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_flash_attention",
@@ -73,6 +80,16 @@ def check(cost: str) -> None:
     """Refuse an unknown cost model, naming the known ones."""
     if cost not in COSTS:
         raise InputError(f"unknown cost {cost!r}: use one of {', '.join(repr(c) for c in COSTS)}")
+
+
+def resolve(cost: str, device: Any = None) -> str:
+    """The cost model ``cost`` names on ``device``: ``"auto"`` is ``BEST``'s for its kind of device
+    (``"roofline"`` where there is none, or no device is known); any other name is itself."""
+    check(cost)
+    if cost != "auto":
+        return cost
+    kind = torch.device(device).type if device is not None else None
+    return BEST.get(kind, "roofline")
 
 
 # ---- fake values -----------------------------------------------------------------------------
@@ -495,9 +512,10 @@ def paper(n: fx.Node) -> float:
 
 def node_costs(nodes: Iterable[fx.Node], cost: str, device: Any = None,
                notes: list[str] | None = None) -> dict[fx.Node, float]:
-    """The cost of each op by the ``cost`` model (one of ``COSTS``)."""
-    check(cost)
+    """The cost of each op by the ``cost`` model (one of ``COSTS``; ``"auto"`` resolved on the
+    device the ops' values are on, else ``device``)."""
     nodes = list(nodes)
+    cost = resolve(cost, next(filter(None, map(node_device, nodes)), device))
     if cost == "profile":
         return profile(nodes, device, notes)
     out = {n: _cost(n, cost, device) for n in nodes}
@@ -537,8 +555,7 @@ def _cost(n: fx.Node, cost: str, device: Any = None) -> float:
         return paper(n)
     if cost == "profile":
         return profile([n], device)[n]
-    check(cost)
-    raise AssertionError(cost)
+    return _cost(n, resolve(cost, node_device(n) or device), device)
 
 
 def total_cost(g: Graph) -> float:
@@ -546,5 +563,6 @@ def total_cost(g: Graph) -> float:
     return math.fsum(g[v].cost for v in g.order)
 
 
-__all__ = ["COSTS", "DEFAULT_COST", "DEVICES", "Cache", "bytes_moved", "calibrate", "check", "device_figures", "flops",
-           "node_costs", "op_key", "profile", "roofline", "time_op", "timed_kind", "total_cost"]
+__all__ = ["BEST", "COSTS", "DEFAULT_COST", "DEVICES", "SECONDS", "Cache", "bytes_moved", "calibrate", "check",
+           "device_figures", "flops", "node_costs", "op_key", "profile", "resolve", "roofline", "time_op", "timed_kind",
+           "total_cost"]

@@ -9,7 +9,8 @@ that the fused walk (``codepeak``) judged the plan by.
   next layer's put the step 70 KiB (10%) over the walk, and 0.31 MiB (5%) at the benchmark's size.
   Without the pool a buffer is freed after its last use, as the walk counts, and both peaks
   measured within 0.7% of it (0.0 at the benchmark's size).
-- Horizontal fusion only between adjacent kernels (``RematChoices``, below).
+- Horizontal fusion as inductor's own (up to 64 scheduler nodes apart), held by the guard below
+  (since 3dd9cdf+1; only adjacent kernels before, see the end of this docstring).
 - No fusion the graph's guard vetoes (``fusionguard``: a fused kernel allocates its later
   members' outputs where its first one stood; vetoed where that holds more than the walk's peak,
   except the fusions the walk itself counts on: a value realized for its readers, fused into their
@@ -43,11 +44,16 @@ Four nodes still let a kernel move past the ones between: in HF Falcon's backwar
 the GELU recomputed for a weight gradient fused with the GELU gradient three nodes later, so the
 weight gradient's matmul ran after both and the GELU output lived beside the input gradient
 (64 KB of a 0.64 MB step; with a saved copy the walk did not count, ``codepeak._output_copy``,
-14.8% over the budget). Only adjacent kernels fuse now (nothing runs between them, nothing
-moves): Falcon measures within its budget, and at "50%" against torch.compile at budget 1.0
-(one process, 15 interleaved rounds) GPT-2 fp32 steps 1.010x (1.000x with 4), Llama bf16
-1.042x (1.051x), ViT fp32 0.996x (1.003x), ResNet fp32 1.172x (1.186x): the same within this
-machine's noise.
+14.8% over the budget). Only adjacent kernels fused then (nothing runs between them, nothing
+moves): Falcon measured within its budget, at the same step times on this CPU.
+
+Both of those came before the fusion guard, which vetoes any fusion, horizontal ones included,
+that holds more than the walk's peak. On an H200 (Llama 16x1024 bf16 at torch.compile b=1's
+peak, ``bench/gpu_probe/inductor_gap.py``) the adjacent-only limit cost 4.4% of the step (1.092x
+torch.compile's against 1.046x with inductor's own horizontal fusion, 1200 kernels against 1121)
+at the same peak to the byte; on the CPU, 12 HF models at half their eager peak (fp32, one thread)
+measure the same peaks, to the byte, either way (``bench/results/horizontal_fusion_cpu``). With the
+guard, the Falcon and ViT cases above measure within their budgets (``test_compiled``).
 """
 
 from __future__ import annotations
@@ -58,7 +64,6 @@ from typing import Any, Callable, Iterator
 from .. import progress
 from . import fusionguard, tangents
 
-HORIZONTAL_DISTANCE = 1  # scheduler nodes apart: adjacent only (inductor's own limit is 64)
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
 GROUP_KERNELS = True     # CPU kernels share a C++ function where the guard allows (False: one each)
 
@@ -74,27 +79,20 @@ def cache_key() -> str:
     from .inductor_fixes import cache_key as fixes
 
     kernels = "grouped-where-guarded" if GROUP_KERNELS else "kernel-per-call"
-    return f"horizontal={HORIZONTAL_DISTANCE}:pool={BUFFER_POOL}:guarded:{kernels}:{fixes()}"
+    return f"horizontal=inductor:pool={BUFFER_POOL}:guarded:{kernels}:{fixes()}"
 
 
 def _choices(guard: Any = None) -> Any:
     from torch._inductor.choices import InductorChoices
 
     class RematChoices(InductorChoices):
-        """``InductorChoices`` with horizontal fusion kept to neighbouring kernels, and no fusion
-        the graph's ``guard`` vetoes (``fusionguard``)."""
+        """``InductorChoices`` with no fusion, vertical or horizontal, the graph's ``guard`` vetoes
+        (``fusionguard``)."""
 
         def can_fuse(self, scheduler: Any, node1: Any, node2: Any, shared_data_score: int) -> bool:
             if not InductorChoices.can_fuse(scheduler, node1, node2, shared_data_score):
                 return False
             return guard is None or guard.allows(scheduler, node1, node2)
-
-        @staticmethod
-        def can_fuse_horizontal(scheduler: Any, node1: Any, node2: Any, shared_data_score: int) -> bool:
-            apart = max(abs(node1.min_order - node2.max_order), abs(node2.min_order - node1.max_order))
-            if apart > HORIZONTAL_DISTANCE:
-                return False
-            return InductorChoices.can_fuse_horizontal(scheduler, node1, node2, shared_data_score)
 
     return RematChoices()
 

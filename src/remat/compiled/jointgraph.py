@@ -19,7 +19,7 @@ autograd node produced it. From that:
 
 Costs (``cost=``): ``"flops"``, ``"roofline"`` (seconds on the device: max(flops / peak, bytes
 moved / bandwidth)), ``"profile"`` (seconds measured per distinct op, cached on disk) or
-``"paper"``; see ``costs``.
+``"paper"``, or ``"auto"``, the one ``costs.BEST`` names for the graph's device; see ``costs``.
 """
 
 from __future__ import annotations
@@ -194,6 +194,7 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
     if statistics:  # eager code: the mixed-dtype CPU kernel's statistics are fp32 (inductor decomposes it)
         batchnorm.real_statistics(gm)
     nodes = list(gm.graph.nodes)
+    cost = costs.resolve(cost, next(filter(None, map(costs.node_device, nodes)), device))  # "auto": the device's
     _tag_untagged(nodes)
     out_node = next(n for n in nodes if n.op == "output")
     outs = list(out_node.args[0])

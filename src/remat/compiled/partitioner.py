@@ -839,7 +839,7 @@ class Planner:
     def _recompute_time(self, jg: JointGraph, steps: list, prediction: Simulation, sp: Split) -> float | None:
         """Predicted device seconds of what the code recomputes: the plan's own cost for eager code,
         the fused model for inductor's (``fusedcost``); None where costs are not seconds."""
-        if self.cost not in ("roofline", "profile"):
+        if self.cost not in costs.SECONDS:
             return None
         if not self._fused:
             return prediction.recompute_cost
