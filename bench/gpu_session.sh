@@ -14,7 +14,7 @@
 # {gpu_probe_h200,costs_cuda_h200_3dd9cdf,compiled_h200/eager_3dd9cdf}.
 # Next session (15 device minutes), two calls:
 #   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6 min, timeout_s 480): with inductor's own horizontal
-#      fusion (3dd9cdf+1) and profiled costs on CUDA (cost="auto"), whether remat inductor at torch.compile's peak
+#      fusion (25f87d8) and profiled costs on CUDA (cost="auto"), whether remat inductor at torch.compile's peak
 #      is now at most 1.046x its step (the row that measured with them); OUT/g/kernels.txt holds the source of the
 #      2.26 ms persistent reduction (the recomputed residual stream and RMSNorm statistics in one kernel);
 #   2. MODELS="vit resnet" LIMIT=70 bash bench/gpu_session.sh eager OUT (~4-5 min; never run on an H200), or

@@ -1330,6 +1330,26 @@ def test_backend_runs_the_backward_as_traced_when_a_gradient_reaches_another_out
     torch._dynamo.reset()
 
 
+def test_inductor_fuses_far_kernels_horizontally_only_where_a_guard_holds_the_walks_peak(monkeypatch):
+    """A graph remat walked has a fusion guard, which vetoes any fusion that would raise the
+    peak: its kernels fuse horizontally as inductor decides. A graph with none (a dynamic-shape
+    graph's code) fuses only adjacent kernels: inductor's own put tiny Llama 24% over its walk."""
+    from types import SimpleNamespace
+
+    from torch._inductor.choices import InductorChoices
+
+    from remat.compiled.fusion import UNGUARDED_DISTANCE, _choices
+
+    asked = []
+    monkeypatch.setattr(InductorChoices, "can_fuse_horizontal", staticmethod(lambda *a: asked.append(a) or True))
+    a = SimpleNamespace(min_order=0, max_order=0)
+    far = SimpleNamespace(min_order=UNGUARDED_DISTANCE + 1, max_order=UNGUARDED_DISTANCE + 1)
+    near = SimpleNamespace(min_order=UNGUARDED_DISTANCE, max_order=UNGUARDED_DISTANCE)
+    assert _choices().can_fuse_horizontal(None, a, far, 100) is False and not asked
+    assert _choices().can_fuse_horizontal(None, a, near, 100) is True and len(asked) == 1
+    assert _choices(guard=object()).can_fuse_horizontal(None, a, far, 100) is True and len(asked) == 2
+
+
 @EXTENDED  # grouped-query attention under inductor: every inductor test of ``_hf("llama")``
 def test_backend_inductor_holds_a_multi_query_attention_model_to_its_budget(request):
     """HF Falcon (one key-value head for four query heads), built as a user would from a small

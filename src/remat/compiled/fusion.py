@@ -10,7 +10,8 @@ that the fused walk (``codepeak``) judged the plan by.
   Without the pool a buffer is freed after its last use, as the walk counts, and both peaks
   measured within 0.7% of it (0.0 at the benchmark's size).
 - Horizontal fusion as inductor's own (up to 64 scheduler nodes apart), held by the guard below
-  (since 3dd9cdf+1; only adjacent kernels before, see the end of this docstring).
+  (since 25f87d8; only adjacent kernels before, see the end of this docstring); in a graph with no
+  guard (a dynamic-shape graph's code, split again from the symbolic graph) adjacent kernels only.
 - No fusion the graph's guard vetoes (``fusionguard``: a fused kernel allocates its later
   members' outputs where its first one stood; vetoed where that holds more than the walk's peak,
   except the fusions the walk itself counts on: a value realized for its readers, fused into their
@@ -53,7 +54,10 @@ peak, ``bench/gpu_probe/inductor_gap.py``) the adjacent-only limit cost 4.4% of 
 torch.compile's against 1.046x with inductor's own horizontal fusion, 1200 kernels against 1121)
 at the same peak to the byte; on the CPU, 12 HF models at half their eager peak (fp32, one thread)
 measure the same peaks, to the byte, either way (``bench/results/horizontal_fusion_cpu``). With the
-guard, the Falcon and ViT cases above measure within their budgets (``test_compiled``).
+guard, the Falcon and ViT cases above measure within their budgets (``test_compiled``). A
+dynamic-shape graph's code has no guard: there inductor's own horizontal fusion put tiny Llama's
+step at its planned length 24% over the walk (159,880 bytes against 129,156), so its kernels fuse
+horizontally only when adjacent, as before.
 """
 
 from __future__ import annotations
@@ -64,6 +68,7 @@ from typing import Any, Callable, Iterator
 from .. import progress
 from . import fusionguard, tangents
 
+UNGUARDED_DISTANCE = 1  # scheduler nodes apart that kernels of a graph with no guard may fuse horizontally
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
 GROUP_KERNELS = True     # CPU kernels share a C++ function where the guard allows (False: one each)
 
@@ -79,7 +84,7 @@ def cache_key() -> str:
     from .inductor_fixes import cache_key as fixes
 
     kernels = "grouped-where-guarded" if GROUP_KERNELS else "kernel-per-call"
-    return f"horizontal=inductor:pool={BUFFER_POOL}:guarded:{kernels}:{fixes()}"
+    return f"horizontal=guarded/{UNGUARDED_DISTANCE}:pool={BUFFER_POOL}:guarded:{kernels}:{fixes()}"
 
 
 def _choices(guard: Any = None) -> Any:
@@ -87,12 +92,20 @@ def _choices(guard: Any = None) -> Any:
 
     class RematChoices(InductorChoices):
         """``InductorChoices`` with no fusion, vertical or horizontal, the graph's ``guard`` vetoes
-        (``fusionguard``)."""
+        (``fusionguard``); without a guard, horizontal fusion kept to adjacent kernels."""
 
         def can_fuse(self, scheduler: Any, node1: Any, node2: Any, shared_data_score: int) -> bool:
             if not InductorChoices.can_fuse(scheduler, node1, node2, shared_data_score):
                 return False
             return guard is None or guard.allows(scheduler, node1, node2)
+
+        @staticmethod
+        def can_fuse_horizontal(scheduler: Any, node1: Any, node2: Any, shared_data_score: int) -> bool:
+            if guard is None:
+                apart = max(abs(node1.min_order - node2.max_order), abs(node2.min_order - node1.max_order))
+                if apart > UNGUARDED_DISTANCE:
+                    return False
+            return InductorChoices.can_fuse_horizontal(scheduler, node1, node2, shared_data_score)
 
     return RematChoices()
 
