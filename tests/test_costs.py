@@ -190,8 +190,12 @@ def test_auto_cost_is_the_cost_benchmarks_best_on_each_kind_of_device():
     with pytest.raises(InputError, match="unknown cost 'seconds'"):
         costs.resolve("seconds", "cpu")
     gm, n = _joint(*_mlp())
-    auto, roof = (jointgraph.build(copy.deepcopy(gm), n, cost=c).graph for c in ("auto", "roofline"))
-    assert {v: auto[v].cost for v in auto.order} == {v: roof[v].cost for v in roof.order}
+    auto, roof = (jointgraph.build(copy.deepcopy(gm), n, cost=c) for c in ("auto", "roofline"))
+    assert auto.cost == roof.cost == "roofline"
+    assert {v: auto.graph[v].cost for v in auto.graph.order} == {v: roof.graph[v].cost for v in roof.graph.order}
+    model, x = _mlp()
+    report = remat.optimize(model, (x,), budget="80%", verify=False).report  # the default: cost="auto"
+    assert report.cost == "roofline" and "roofline costs" in str(report)
 
 
 def test_cli_and_backend_take_profile():

@@ -46,6 +46,7 @@ class Report:
     recompute_cost: float = 0.0
     forward_cost: float = 0.0
     recompute_fraction: float = 0.0     # recompute_cost / forward_cost
+    cost: str | None = None             # the cost model costs are in (cost="auto" resolved: "profile" on CUDA, ...)
     kept: int = 0                       # values the forward pass holds for the backward
     kept_bytes: float | None = None
     recomputed_ops: int | None = None
@@ -124,7 +125,7 @@ class Report:
             ("vanilla peak", self._vanilla_text(both)),
             ("planned peak", f"{both(self.measured_peak, self.predicted_peak)}: {verdict}, {pct(peak)}"),
             ("time ratio", f"{self.time_ratio:.2f}x predicted (recomputes {100 * self.recompute_fraction:.1f}% "
-                           f"of one forward)"),
+                           f"of one forward" + (f", {self.cost} costs)" if self.cost else ")")),
             ("kept", kept + (f"; {self.recomputed_ops} ops recomputed" if self.recomputed_ops is not None else "")),
         ]
         width = max(len(k) for k, _ in rows)

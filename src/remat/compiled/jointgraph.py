@@ -76,6 +76,7 @@ class JointGraph:
             frozenset(self.normalized.values()) | self.reads_mutated
     unmodeled: int = 0                           # bytes backward ops read that no backward step accounts
     cost_notes: list[str] = field(default_factory=list)  # what the cost model could not do as asked
+    cost: str = "flops"                          # the cost model the graph's costs are in ("auto" resolved)
 
     def on(self, gm: fx.GraphModule) -> "JointGraph":
         """This joint graph with its fx nodes taken from ``gm``, a graph with the same node names
@@ -364,7 +365,7 @@ def build(gm: fx.GraphModule, num_fwd_outputs: int, cost: str = "flops", name: s
                       group=group, forward=forward, backward=backward,
                       random=frozenset(v for v, n in node_of.items() if is_random(n)), states=states,
                       unmodeled=unmodeled, cost_notes=cost_notes, normalized=normalized,
-                      reads_mutated=frozenset(reads_mutated))
+                      reads_mutated=frozenset(reads_mutated), cost=cost)
 
 
 def _shared_grads(weight_reads: dict[fx.Node, list[fx.Node]], seq_owner: dict[int, str],

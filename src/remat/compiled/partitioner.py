@@ -98,7 +98,7 @@ class Planned:
                 "chosen": self.plan.stats.get("chosen", self.plan.solver),
                 "budget": self.budget, "vanilla_predicted_peak": self.vanilla,
                 "predicted_peak": self.peak, "simulated_peak": self.prediction.peak,
-                "recompute_cost": self.prediction.recompute_cost,
+                "cost": self.joint.cost, "recompute_cost": self.prediction.recompute_cost,
                 "recompute_fraction": self.recompute_fraction, "forward_cost": total_cost(self.joint.graph),
                 "recompute_time": self.recompute_time,
                 "kept_bytes": self.kept_bytes,
