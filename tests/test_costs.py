@@ -181,7 +181,7 @@ def test_unknown_cost_names_the_known_ones():
         remat.optimize(model, (x,), budget="75%", cost="seconds", verify=False)
 
 
-def test_auto_cost_is_the_cost_benchmarks_best_on_each_kind_of_device():
+def test_auto_cost_is_the_cost_benchmarks_best_on_each_kind_of_device(monkeypatch):
     assert costs.DEFAULT_COST == "auto"
     assert costs.resolve("auto", "cuda:1") == "profile"
     assert costs.resolve("auto", torch.device("cpu")) == "roofline"
@@ -189,6 +189,9 @@ def test_auto_cost_is_the_cost_benchmarks_best_on_each_kind_of_device():
     assert costs.resolve("flops", "cuda") == "flops"
     with pytest.raises(InputError, match="unknown cost 'seconds'"):
         costs.resolve("seconds", "cpu")
+    with monkeypatch.context() as m:  # several ranks: the plan every rank makes alike
+        m.setattr(costs, "_ranks", lambda: 2)
+        assert costs.resolve("auto", "cuda") == "roofline" and costs.resolve("profile", "cuda") == "profile"
     gm, n = _joint(*_mlp())
     auto, roof = (jointgraph.build(copy.deepcopy(gm), n, cost=c) for c in ("auto", "roofline"))
     assert auto.cost == roof.cost == "roofline"

@@ -14,7 +14,8 @@
   synthetic inputs (random draws, in-place ops, ops that fail) get their roofline estimate.
 - ``"paper"``: seed 000 §5's rule: 10 for a convolution, 1 for anything else.
 - ``"auto"`` (the default): the one of these the cost benchmark found best on the graph's kind of
-  device (``BEST``): ``"profile"`` on CUDA, ``"roofline"`` elsewhere.
+  device (``BEST``): ``"profile"`` on CUDA, ``"roofline"`` elsewhere and under several ranks
+  (``resolve``).
 
 The cache: ``$REMAT_CACHE_DIR`` (default ``~/.cache/remat``), one JSON file per device name, torch
 version (and, on the CPU, thread count, which op times depend on).
@@ -84,12 +85,26 @@ def check(cost: str) -> None:
 
 def resolve(cost: str, device: Any = None) -> str:
     """The cost model ``cost`` names on ``device``: ``"auto"`` is ``BEST``'s for its kind of device
-    (``"roofline"`` where there is none, or no device is known); any other name is itself."""
+    (``"roofline"`` where there is none, or no device is known); any other name is itself.
+
+    Under ``torch.distributed`` with more than one rank, ``"auto"`` is the roofline everywhere:
+    profiled times differ between ranks by noise, so ranks could pick different plans (each exact,
+    each within its budget, but the slowest sets a data-parallel step's time); the roofline plans
+    the same on every rank. ``cost="profile"`` still times on each rank."""
     check(cost)
     if cost != "auto":
         return cost
+    if _ranks() > 1:
+        return "roofline"
     kind = torch.device(device).type if device is not None else None
     return BEST.get(kind, "roofline")
+
+
+def _ranks() -> int:
+    """The world size of an initialized default process group, else 1."""
+    import torch.distributed as dist
+
+    return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
 
 
 # ---- fake values -----------------------------------------------------------------------------
