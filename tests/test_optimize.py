@@ -72,6 +72,7 @@ def test_remat_run_prints_one_json_object(capsys):
     assert out["gradients_identical"] is True
     assert out["optimized_measured_peak"] < out["vanilla_measured_peak"]
     assert {"predicted_peak", "time_ratio", "method"} <= set(out)
+    assert out["cost"] == "roofline"  # cost="auto", the default, on the CPU
     # measured on the scale the budget was resolved on (the CPU's allocator level): "50%" of that vanilla
     assert out["method"] == "profiler"
     assert out["budget"] == pytest.approx(0.5 * out["vanilla_measured_peak"], rel=1e-6)

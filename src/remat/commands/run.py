@@ -144,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
     rep = report_dict(optimized.report)
     result = {
         "target": args.target, "batch": args.batch, "budget": rep.get("budget"), "solver": rep.get("solver"),
-        "mode": args.mode, "vanilla_measured_peak": vanilla.peak, "optimized_measured_peak": opt.peak,
+        "mode": args.mode, "cost": rep.get("cost") or args.cost, "vanilla_measured_peak": vanilla.peak, "optimized_measured_peak": opt.peak,
         "vanilla_predicted_peak": rep.get("vanilla_predicted_peak"), "predicted_peak": rep.get("predicted_peak"),
         "method": opt.method, "time_ratio": times["ratio"], "vanilla_step_seconds": times["a_seconds"],
         "optimized_step_seconds": times["b_seconds"], "gradients_identical": same,
@@ -158,7 +158,9 @@ def run(args: argparse.Namespace) -> int:
         emit_json(result, full=args.json_full)
         return 0 if same else 1
     base = vanilla.peak
+    cost = result["cost"] + (" (auto)" if args.cost == "auto" and result["cost"] != "auto" else "")
     rows = [("solver", fmt(result["solver"])),
+            ("cost model", cost),
             ("budget", f"{size(result['budget'])} ({percent(result['budget'], base)})"),
             ("vanilla peak, measured", size(base)),
             ("optimized peak, measured", f"{size(opt.peak)} ({percent(opt.peak, base)})"),
