@@ -72,6 +72,25 @@ def test_milp_warm_started_by_auto_does_not_run_the_gap_check(monkeypatch):
     assert not calls
 
 
+def test_optimize_plans_without_the_gap_and_shares_the_floor_with_solve(monkeypatch):
+    # optimize reports no gap, and its searches plan a graph at many planning budgets: no MILP there
+    from remat import judge
+    from remat.optimize import plan_within
+
+    calls = []
+    monkeypatch.setattr(auto, "_milp_gap", lambda *a: calls.append(a) or ({}, None))
+    g = remat.Graph.chain(8)
+    budget = 0.6 * vanilla_peak(g)
+    choice = plan_within(g, budget, "auto", "time")
+    assert not calls and not MILP_KEYS & set(choice.plan.stats)
+    assert choice.recompute_cost == pytest.approx(remat.solve(g, budget, solver="auto").recompute_cost)
+    assert len(calls) == 1  # remat.solve still asks for it, once, for the plan it answers with
+    # a floor sought with the gap turned off is the one remat.min_budget finds: one search, one answer
+    other = remat.Graph.chain(9)
+    low = judge.floor(other, "auto", milp_gap=False)
+    assert judge.floor(other, "auto") is low
+
+
 def test_no_time_left_is_said_in_cut_short(monkeypatch):
     monkeypatch.setattr(auto, "MILP_GAP_MIN_SECONDS", 1e9)  # more than is ever left
     g = remat.Graph.chain(8)

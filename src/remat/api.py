@@ -36,13 +36,36 @@ def solve(graph: Graph, budget: float | str | None = None, solver: str = "dp-app
         raise SolverError(f"solver {solver!r} does not solve the {problem!r} problem; "
                           f"solvers that do: {', '.join(solvers.names(problem))}")
     started = time.perf_counter()
+    # auto's gap to the MILP bound: once, for the answer (solvers/auto.py), not at each planning budget
+    gap = solver == "auto" and problem == "training" and options.pop("milp_gap", True)
     with heap.frozen(), progress.task(f"{solver} on {graph.name} ({len(graph)} nodes)"):
         if problem == "training":
-            plan = judge.answer(graph, budget, solver, mode, **options)
+            plan = judge.answer(graph, budget, solver, mode, **options,
+                                **({"milp_gap": False} if solver == "auto" else {}))
+            if gap and plan.feasible and not plan.stats.get("floor"):
+                limit = options.get("time_limit", _auto_limit())
+                _add_gap(graph, budget, plan, started + (math.inf if limit is None else limit))
         else:
             plan = spec.fn(graph, budget, mode=mode, problem=problem, **options)
     plan.solve_seconds = time.perf_counter() - started
     return plan
+
+
+def _auto_limit() -> float | None:
+    from .solvers.auto import DEFAULT_TIME_LIMIT
+
+    return DEFAULT_TIME_LIMIT
+
+
+def _add_gap(graph: Graph, budget: float | None, plan: Plan, deadline: float) -> None:
+    """auto's gap to milp's bound, in ``plan.stats`` (``auto.gap_stats``)."""
+    from .solvers.auto import gap_stats
+
+    cut: dict[str, str] = {}
+    plan.stats.update(gap_stats(graph, budget, plan, deadline, cut))
+    if cut:
+        before = plan.stats.get("cut_short") or {}
+        plan.stats["cut_short"] = {**(before if isinstance(before, dict) else {"search": before}), **cut}
 
 
 def _graph_budget(graph: Graph, budget: Any, problem: str) -> float | None:

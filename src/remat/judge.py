@@ -259,8 +259,11 @@ def _copy(plan: Plan, budget: float | None) -> Plan:
     return out
 
 
+UNPLANNED_OPTIONS = ("time_limit", "milp_gap")  # options that change no plan (auto's gap only adds stats)
+
+
 def _floor_key(name: str, mode: str, options: dict) -> tuple:
-    return (name, mode, tuple(sorted((k, repr(v)) for k, v in options.items() if k != "time_limit")))
+    return (name, mode, tuple(sorted((k, repr(v)) for k, v in options.items() if k not in UNPLANNED_OPTIONS)))
 
 
 def floors(graph: Graph) -> dict:

@@ -174,15 +174,8 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
                 best is None or (plan.recompute_cost, plan.peak) < (best.recompute_cost, best.peak)):
             best = plan
     stats: dict[str, Any] = {"tried": tried, "skipped": skipped}
-    if best is not None and milp_gap and len(graph) <= MILP_GAP_NODES and _installed("milp"):
-        left = deadline - time.perf_counter()
-        if left < MILP_GAP_MIN_SECONDS:
-            cut_short["milp_gap"] = "not run: auto's time limit was spent"
-        else:
-            gap, cut = _milp_gap(graph, budget, best, min(left, MILP_GAP_SECONDS))
-            stats.update(gap)
-            if cut:
-                cut_short["milp_gap"] = cut
+    if best is not None and milp_gap:
+        stats.update(gap_stats(graph, budget, best, deadline, cut_short))
     if cut_short:
         stats["cut_short"] = cut_short
     if best is None:
@@ -194,6 +187,24 @@ def solve(graph: Graph, budget: float | None = None, mode: str = "time",
                 stages=best.stages, peak=best.peak, recompute_cost=best.recompute_cost,
                 solve_seconds=time.perf_counter() - started, mode=best.mode,
                 stats={**best.stats, "chosen": best.solver, "chosen_mode": best.mode, **stats})
+
+
+def gap_stats(graph: Graph, budget: float | None, plan: Plan, deadline: float,
+              cut_short: dict[str, str]) -> dict[str, Any]:
+    """The gap of ``plan`` to milp's bound at ``budget`` (module docstring) where the graph is
+    small enough, with milp stopped at ``deadline``; why it was not run or was stopped goes in
+    ``cut_short["milp_gap"]``. ``remat.solve`` asks it once, for the plan it answers with: its
+    search plans at several planning budgets, and a bound at a tighter one bounds nothing here."""
+    if len(graph) > MILP_GAP_NODES or not _installed("milp"):
+        return {}
+    left = deadline - time.perf_counter()
+    if left < MILP_GAP_MIN_SECONDS:
+        cut_short["milp_gap"] = "not run: auto's time limit was spent"
+        return {}
+    gap, cut = _milp_gap(graph, budget, plan, min(left, MILP_GAP_SECONDS))
+    if cut:
+        cut_short["milp_gap"] = cut
+    return gap
 
 
 def _milp_gap(graph: Graph, budget: float | None, plan: Plan,
