@@ -1260,6 +1260,47 @@ def test_backend_refusal_names_the_gradients_torch_compile_hands_its_outputs():
     torch._dynamo.reset()
 
 
+@pytest.mark.parametrize("mine", [0.0, 1.0])
+def test_backend_inductor_weighs_its_plan_against_inductors_partition_in_fused_seconds(monkeypatch, mine):
+    """Below "100%", inductor's own partition replaces remat's plan when it fits and its
+    recomputation costs less as inductor's fused code runs it (``fusedcost``), whatever the
+    planning graph's unfused costs say: remat's plan predicted at ``mine`` seconds, 0 (nothing
+    recomputes for less) or 1 (anything does)."""
+    from remat.compiled import partitioner
+
+    def layers():
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(16, 64), *[nn.Sequential(nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64))
+                                                  for _ in range(4)], nn.Linear(64, 4))
+
+    x = torch.randn(32, 16)
+    torch._dynamo.reset()
+    be = remat.backend(budget="100%", solver="auto", compiler="inductor")
+    torch.compile(layers(), backend=be)(x).sum().backward()
+    theirs = be.report[-1]
+    assert theirs["chosen"] == "inductor-min-cut" and theirs["recompute_time"] is not None
+    everything = be.planner.planned[-1].plan.stats["saving_everything"]["peak"]
+    assert theirs["predicted_peak"] < everything  # so that a plan within it must recompute
+    real = partitioner.Planner._recompute_time
+    monkeypatch.setattr(partitioner.Planner, "_recompute_time",
+                        lambda self, jg, steps, *a: mine if steps else real(self, jg, steps, *a))
+    torch._dynamo.reset()
+    model, ref = layers(), layers()
+    be = remat.backend(budget=int(theirs["predicted_peak"]), solver="auto", compiler="inductor")
+    torch.compile(model, backend=be)(x).sum().backward()
+    rep = be.report[-1]
+    assert rep["predicted_peak"] <= theirs["predicted_peak"]
+    if mine == 0.0:
+        assert rep["chosen"] != "inductor-min-cut"
+    else:
+        assert rep["chosen"] == "inductor-min-cut" and rep["recompute_time"] == pytest.approx(theirs["recompute_time"])
+        assert any("as inductor's fused code runs each" in n for n in rep["notes"])
+    ref(x).sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    torch._dynamo.reset()
+
+
 @pytest.mark.parametrize("compiler", ["eager", pytest.param("inductor", marks=EXTENDED)])
 def test_backend_allocates_no_gradient_for_outputs_the_loss_does_not_use(compiler):
     """An HF causal LM given labels returns its loss, its logits and (use_cache left at the config's
