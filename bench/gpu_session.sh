@@ -13,10 +13,12 @@
 # the cost benchmark (148 s), eager GPT-2 + Llama with LIMIT=60 (154 s); results under bench/results/
 # {gpu_probe_h200,costs_cuda_h200_3dd9cdf,compiled_h200/eager_3dd9cdf}.
 # Next session (15 device minutes), two calls:
-#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6 min, timeout_s 480): with inductor's own horizontal
-#      fusion (25f87d8) and profiled costs on CUDA (cost="auto"), whether remat inductor at torch.compile's peak
-#      is now at most 1.046x its step (the row that measured with them); OUT/g/kernels.txt holds the source of the
-#      2.26 ms persistent reduction (the recomputed residual stream and RMSNorm statistics in one kernel);
+#   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6-7 min, timeout_s 540): at torch.compile's peak,
+#      remat's plan is now expected to be torch.compile's own partition (0b8d1fe weighs it in fused seconds; its
+#      "100%" ran 1.014x), with inductor's own horizontal fusion (25f87d8) and profiled costs (cost="auto");
+#      at "50%" (1.156x on 15d59f3) whether fused kernels of at most 16 buffers split the recomputed residual
+#      stream's persistent reduction (2.26 ms on 3dd9cdf) and give the time back; OUT/g/plan.txt and kernels.txt
+#      say what each plan recomputes and what the slowest new kernels are made of;
 #   2. MODELS="vit resnet" LIMIT=70 bash bench/gpu_session.sh eager OUT (~4-5 min; never run on an H200), or
 #      MODELS=resnet LIMIT=250 bash bench/gpu_session.sh inductor OUT (~6 min, never run on inductor).
 # Issue 13's GPU cost benchmark ran once (profile best: 1.043x against flops 1.086x, roofline 1.094x); again with
