@@ -43,26 +43,21 @@ def solve(graph: Graph, budget: float | str | None = None, solver: str = "dp-app
             plan = judge.answer(graph, budget, solver, mode, **options,
                                 **({"milp_gap": False} if solver == "auto" else {}))
             if gap and plan.feasible and not plan.stats.get("floor"):
-                limit = options.get("time_limit", _auto_limit())
-                _add_gap(graph, budget, plan, started + (math.inf if limit is None else limit))
+                _add_gap(graph, budget, plan, started, options)
         else:
             plan = spec.fn(graph, budget, mode=mode, problem=problem, **options)
     plan.solve_seconds = time.perf_counter() - started
     return plan
 
 
-def _auto_limit() -> float | None:
-    from .solvers.auto import DEFAULT_TIME_LIMIT
+def _add_gap(graph: Graph, budget: float | None, plan: Plan, started: float, options: dict) -> None:
+    """auto's gap to milp's bound, in ``plan.stats`` (``auto.gap_stats``), within what is left of
+    auto's time limit (``options``' or its default) since ``started``."""
+    from .solvers.auto import DEFAULT_TIME_LIMIT, gap_stats
 
-    return DEFAULT_TIME_LIMIT
-
-
-def _add_gap(graph: Graph, budget: float | None, plan: Plan, deadline: float) -> None:
-    """auto's gap to milp's bound, in ``plan.stats`` (``auto.gap_stats``)."""
-    from .solvers.auto import gap_stats
-
+    limit = options.get("time_limit", DEFAULT_TIME_LIMIT)
     cut: dict[str, str] = {}
-    plan.stats.update(gap_stats(graph, budget, plan, deadline, cut))
+    plan.stats.update(gap_stats(graph, budget, plan, started + (math.inf if limit is None else limit), cut))
     if cut:
         before = plan.stats.get("cut_short") or {}
         plan.stats["cut_short"] = {**(before if isinstance(before, dict) else {"search": before}), **cut}
