@@ -344,10 +344,11 @@ class Planner:
                                     than=(prediction.recompute_cost, mine))
                 if own is not None:
                     theirs = own[0].plan.stats.get("recompute_time")
-                    notes.append("inductor's own partitioner (torch.compile's default) fits and recomputes " + (
-                        f"{1e3 * theirs:.3g} ms against {1e3 * mine:.3g} ms, as inductor's fused code runs each"
-                        if mine is not None and theirs is not None else
-                        f"{own[0].recompute_cost:.3g} against {prediction.recompute_cost:.3g}") + ": its partition is used")
+                    less = (f"{1e3 * theirs:.3g} ms against {1e3 * mine:.3g} ms, as inductor's fused code runs each"
+                            if mine is not None and theirs is not None else
+                            f"{own[0].recompute_cost:.3g} against {prediction.recompute_cost:.3g}")
+                    notes.append(f"inductor's own partitioner (torch.compile's default) fits and recomputes {less}: "
+                                 "its partition is used")
                     choice, steps, prediction, sp, code = own
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         if steps:  # (inductor's own partition, no remat schedule, is not kept: it is made again)
