@@ -280,20 +280,39 @@ def test_wrap_blocks_wraps_outermost_blocks():
     assert all(p.grad is not None for p in model.parameters())
 
 
+def _gpu_probe(name: str, module: str):
+    """A script of bench/gpu_probe loaded as a module (its environment read at load). What loading it
+    sets is taken back: the inductor cache settings it gives itself, its entries on ``sys.path`` and the
+    sibling scripts it imports (each reads DEVICE at load: the next probe loads its own)."""
+    import importlib.util
+    import os
+    import sys
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_probe" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(module, path)
+    probe = importlib.util.module_from_spec(spec)
+    env, paths, modules = dict(os.environ), list(sys.path), set(sys.modules)
+    try:
+        spec.loader.exec_module(probe)
+    finally:
+        os.environ.clear()
+        os.environ.update(env)
+        sys.path[:] = paths
+        for m in [m for m in sys.modules if m not in modules and getattr(sys.modules[m], "__file__", None)
+                  and str(path.parent) in str(sys.modules[m].__file__)]:
+            del sys.modules[m]
+    return probe
+
+
 @pytest.mark.slow
 def test_gpu_overhead_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
     """bench/gpu_probe/overhead.py, meant for a lent GPU, runs end to end here (DEVICE=cpu: aten ops for
     kernels; SIZE=quick: the tests' sizes), so a GPU session does not spend its minutes on a broken script."""
-    import importlib.util
-    from pathlib import Path
-
     monkeypatch.setenv("DEVICE", "cpu")
     monkeypatch.setenv("STEPS", "2")
     monkeypatch.setenv("SIZE", "quick")
-    path = Path(__file__).resolve().parents[1] / "bench" / "gpu_probe" / "overhead.py"
-    spec = importlib.util.spec_from_file_location("gpu_overhead_probe", path)
-    probe = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(probe)
+    probe = _gpu_probe("overhead", "gpu_overhead_probe")
     probe.main([str(tmp_path), "gpt2"])
     got = json.loads((tmp_path / "overhead.json").read_text())
     rows = got["models"]["gpt2"]["rows"]
@@ -301,6 +320,40 @@ def test_gpu_overhead_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
     for r in rows.values():
         assert r["step_ms"] > 0 and r["enqueue_ms"] > 0 and r["kernels"] > 0 and r["kernel_ms"] > 0
     assert got["models"]["gpt2"]["top_kernel_differences"]
+
+
+@pytest.mark.extended  # three minutes: six inductor compiles; run before a GPU session (``make test-extended``)
+def test_gpu_inductor_gap_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
+    """bench/gpu_probe/inductor_gap.py, the first call of a lent GPU's session, runs end to end here
+    (DEVICE=cpu, SIZE=quick, ROUNDS=2): every row compiled, planned once per budget, timed and profiled."""
+    monkeypatch.setenv("DEVICE", "cpu")
+    monkeypatch.setenv("ROUNDS", "2")
+    monkeypatch.setenv("SIZE", "quick")
+    probe = _gpu_probe("inductor_gap", "gpu_inductor_gap_probe")
+    probe.main([str(tmp_path), "gpt2"])
+    rows = json.loads((tmp_path / "gap.json").read_text())["rows"]
+    assert len(rows) == 6 and "torch.compile b=1" in rows
+    for label, r in rows.items():
+        assert r["step_ms"] > 0 and r["peak_bytes"] > 0 and r["kernels"] > 0, label
+        assert label == "torch.compile b=1" or r["report"], label
+    assert "# ===== remat 50%" in (tmp_path / "plan.txt").read_text()
+
+
+def test_plan_as_gpu_counts_each_kernels_calls_and_buffers():
+    """bench/gpu_probe/plan_as_gpu.py reads an inductor C++ module's kernels: calls, buffers read
+    (const pointers) and written, the widest first."""
+    probe = _gpu_probe("plan_as_gpu", "gpu_plan_as_gpu_probe")
+    code = "\n".join([
+        "cpp_fused_add_0 = async_compile.cpp_pybinding(['const float*', 'float*'], r'''",
+        "cpp_fused_mul_sum_1 = async_compile.cpp_pybinding(['const bfloat16*', 'const float*', 'float*', 'float*', "
+        "'const int64_t'], r'''",  # the last: a dynamic size, not a buffer
+        "def call(args):",
+        "    cpp_fused_add_0(buf0, buf1)",
+        "    cpp_fused_mul_sum_1(buf1, buf2, buf3, buf4, 8)",
+        "    cpp_fused_add_0(buf4, buf5)"])
+    assert probe.kernel_table(code) == [
+        {"kernel": "cpp_fused_mul_sum_1", "calls": 1, "reads": 2, "writes": 2},
+        {"kernel": "cpp_fused_add_0", "calls": 2, "reads": 1, "writes": 1}]
 
 
 @pytest.mark.slow

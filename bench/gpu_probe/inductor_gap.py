@@ -6,6 +6,8 @@ which cost 4.4% there: bench/results/gpu_probe_h200), held for memory exactness?
 
     python3 bench/gpu_probe/inductor_gap.py OUT [MODEL]     # MODEL default llama; bf16 autocast; ~6 min
     DEVICE=cpu .venv/bin/python bench/gpu_probe/inductor_gap.py /tmp/g gpt2   # smoke here (CPU sizes)
+    (ROUNDS=N: N interleaved rounds instead of 10; SIZE: the model's size, gpu on cuda and cpu on the CPU
+    by default; the test suite's smoke takes ROUNDS=2, SIZE=quick)
 
 Rows, each compiled on its own: torch.compile at activation_memory_budget 1.0; remat inductor at
 torch.compile's measured peak with remat's settings ("exact") and with inductor's own (``OWN``; each
@@ -54,6 +56,8 @@ from overhead import interleaved, kernels  # noqa: E402
 
 DEVICE = os.environ.get("DEVICE", "cuda")
 CUDA = DEVICE == "cuda"
+ROUNDS = int(os.environ.get("ROUNDS", "10"))
+SIZE = os.environ.get("SIZE") or ("gpu" if CUDA else "cpu")
 
 
 OWN = ("pool", "guard", "reorder")  # remat's settings, each of which can be inductor's own
@@ -104,7 +108,7 @@ def main(argv: list[str] | None = None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     name = argv[1] if len(argv) > 1 else "llama"
     heldout.raise_dynamo_limits()
-    held = heldout.build(name, DEVICE, "gpu" if CUDA else "cpu")
+    held = heldout.build(name, DEVICE, SIZE)
     params = [p for p in held.model.parameters() if p.requires_grad]
     sync = torch.cuda.synchronize if CUDA else (lambda: None)
     rows: dict[str, dict[str, Any]] = {}
@@ -139,21 +143,21 @@ def main(argv: list[str] | None = None) -> None:
                 ("50%", "50%", "exact settings", ()),
                 ("50%", "50%", f"kernels of at most {IO_CAP} buffers", ("io",)),
                 ("100%", "100%", "exact settings", ())]
-    stored: dict[str, Any] = {}  # per budget, planned once: the variants differ in inductor's code alone
+    stored: dict[str, Any] = {}  # per budget, planned once (one graph): the variants differ in inductor's code alone
     plans = []
     for budget, tag, label, own in variants:
         be = remat.backend(budget=budget, solver="auto", compiler="inductor")
-        if tag in stored:
+        if stored.get(tag) is not None:
             be.planner.plan = stored[tag]
         key = f"remat {tag}, {label}"
         add(key, heldout.Compiled(held.model, be, None, f"gap_{len(rows)}"), inductor_settings(*own))
         rows[key]["report"] = [{k: r.get(k) for k in ("chosen", "predicted_peak", "recompute_fraction",
                                                       "recompute_time")} for r in be.report]
-        if tag not in stored and len(be.planner.planned) == 1:
-            stored[tag] = be.planner.planned[0].plan
-            plans.append(f"# ===== remat {tag}\n{plan_text(be.planner.planned[0])}")
+        if tag not in stored:  # behind a graph break (GPT-2's loss) each graph's plan is written, none reused
+            plans.append(f"# ===== remat {tag}\n" + "\n\n".join(plan_text(p) for p in be.planner.planned))
+            stored[tag] = be.planner.planned[0].plan if len(be.planner.planned) == 1 else None
     (out / "plan.txt").write_text("\n\n".join(plans))
-    times = interleaved(steps, 10, sync)
+    times = interleaved(steps, ROUNDS, sync)
     base = statistics.median(times["torch.compile b=1"])
     by_kernel = {}
     for label, step in steps.items():

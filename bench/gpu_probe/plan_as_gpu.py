@@ -36,12 +36,15 @@ from inductor_gap import plan_text  # noqa: E402
 
 
 def kernel_table(code: str) -> list[dict]:
-    """Each C++ kernel of an inductor output module: name, calls, buffers read and written."""
+    """Each C++ kernel of an inductor output module: name, calls, buffers read (const pointers) and
+    written (the other pointers), the widest first."""
     rows = []
     for m in re.finditer(r"^(cpp_fused\w*) = async_compile\.cpp_pybinding\(\[([^\]]*)\]", code, re.M):
         name, args = m.group(1), m.group(2)
+        pointers = re.findall(r"'([^']*)\*'", args)  # buffers; scalars (a dynamic size's ``const int64_t``) are not
+        reads = sum(t.startswith("const ") for t in pointers)
         rows.append({"kernel": name, "calls": len(re.findall(rf"^\s+{name}\(", code, re.M)),
-                     "reads": args.count("const "), "writes": args.count("*'") - args.count("const ")})
+                     "reads": reads, "writes": len(pointers) - reads})
     return sorted(rows, key=lambda r: -(r["reads"] + r["writes"]))
 
 

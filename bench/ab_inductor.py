@@ -1,0 +1,91 @@
+"""Same-process A/B of remat inductor builds on a held-out model (CPU sizes, one thread, bf16 autocast or
+fp32): each build's first step run under its own context (what makes a build "old"), its allocator-level
+peak, then every step interleaved round by round, as ratios to torch.compile b=1's. The scripts under
+``bench/results/*/ab_*.py`` that produced committed A/Bs use it.
+
+    ab = AB("resnet", "fp32")
+    ab.add("compile", heldout.Compiled(ab.held.model, "inductor", 1.0, "ab_compile"))
+    ab.remat("new", budget)
+    ab.remat("old", budget, during=old_behaviour)   # a context manager
+    ab.finish(rounds=30)                            # prints, writes $OUT/ab_<model>_<dtype>.json
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+os.environ.setdefault("TORCHINDUCTOR_FX_GRAPH_CACHE", "0")
+os.environ.setdefault("TORCHINDUCTOR_AUTOGRAD_CACHE", "0")
+import torch  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path[:0] = [str(ROOT / "src"), str(ROOT / "bench" / "gpu_probe")]
+import remat  # noqa: E402
+from remat.bench import heldout  # noqa: E402
+
+from overhead import interleaved  # noqa: E402
+
+REPORT_KEYS = ("chosen", "predicted_peak", "recompute_fraction", "recompute_time", "planning_seconds", "notes")
+
+
+class AB:
+    """The steps of one A/B, on one held-out model built at its CPU size."""
+
+    def __init__(self, name: str, dtype: str) -> None:
+        torch.set_num_threads(1)
+        heldout.raise_dynamo_limits()
+        self.name, self.dtype = name, dtype
+        self.held = heldout.build(name, "cpu", "cpu")
+        self.params = [p for p in self.held.model.parameters() if p.requires_grad]
+        self.autocast = torch.bfloat16 if dtype == "bf16" else None
+        self.steps: dict[str, Callable[[], None]] = {}
+        self.rows: dict[str, dict[str, Any]] = {}
+
+    def task(self, net: torch.nn.Module) -> heldout.Task:
+        return heldout.Task(net, self.held.kind, self.held.labels, self.autocast, "cpu")
+
+    def add(self, label: str, net: torch.nn.Module, during: Callable[[], Any] = contextlib.nullcontext) -> None:
+        """A step of ``net`` (parameter gradients zeroed in place), its first call under ``during()``."""
+        task = self.task(net)
+
+        def step() -> None:
+            task(**self.held.inputs).backward()
+            torch._foreach_zero_([p.grad for p in self.params if p.grad is not None])
+
+        with during():
+            t0 = time.perf_counter()
+            step()
+            first = time.perf_counter() - t0
+        step()
+        self.rows[label] = {"first_s": first, "peak": remat.measure(step, method="profiler", warmup=0).peak}
+        self.steps[label] = step
+        print(label, self.rows[label], flush=True)
+
+    def remat(self, label: str, budget: Any, during: Callable[[], Any] = contextlib.nullcontext) -> None:
+        """``remat.backend(budget, auto, inductor)`` on the model, planned under ``during()``."""
+        be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+        self.add(label, heldout.Compiled(self.held.model, be, None, f"ab_{label}"), during)
+        self.rows[label]["budget"] = budget
+        self.rows[label]["report"] = [{k: r.get(k) for k in REPORT_KEYS} for r in be.report]
+        print(label, self.rows[label]["report"], flush=True)
+
+    def finish(self, rounds: int, reference: str = "compile") -> None:
+        """Every step ``rounds`` times round-robin; medians and ratios to ``reference``'s, printed and written."""
+        t = interleaved(self.steps, rounds, lambda: None)
+        base = statistics.median(t[reference])
+        for k, v in t.items():
+            r = self.rows[k]
+            r["ms"] = statistics.median(v)
+            r[f"of_{reference}"] = r["ms"] / base
+            r[f"of_{reference}_round_by_round"] = statistics.median([a / b for a, b in zip(v, t[reference])])
+            print(f"{k:8s} {r['ms']:8.2f} ms  x{r[f'of_{reference}']:.3f}  "
+                  f"(round by round x{r[f'of_{reference}_round_by_round']:.3f})  peak {r['peak']}")
+        out = Path(os.environ.get("OUT", ".")) / f"ab_{self.name}_{self.dtype}.json"
+        out.write_text(json.dumps({"model": self.name, "dtype": self.dtype, "rounds": rounds, "rows": self.rows},
+                                  indent=1, default=str))
