@@ -1502,7 +1502,7 @@ def test_backend_inductor_gives_back_from_a_solvers_plan_whose_fused_code_fits(m
     monkeypatch.setattr(Planner, "_judged_selective", from_plans_only)
     budget = 0.8 * measure(LossStep(copy.deepcopy(model)), inputs, method="profiler").peak
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
-    with inductor_config.patch(layout_optimization=False):  # one compile: its fallback is tested above
+    with inductor_config.patch(layout_optimization=False):  # one compile (its fallback has a test of its own)
         peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak
     (rep,) = be.report
     ((start, got),) = seeded

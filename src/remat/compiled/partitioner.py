@@ -496,18 +496,18 @@ class Planner:
                 if got[2].recompute_cost < best[2].recompute_cost:
                     notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
                     best = got
-        # a solvers' plan that fits only when made within less (``_below``), or fits with room, recomputes
-        # for what the planning graph holds and the fused code does not: from it, the fused search gives
-        # back what fits (the CPU held-out ResNet fp32 at 50%: 0.75 of a forward -> 0.42, 1.14x -> 1.05x
-        # torch.compile's step)
-        over = fits(best[4]) > CODE_SLACK * target
-        room = planning < target or fits(best[4]) < -LOOSEN * target
-        fused = (self._judged_selective(jg, pg, target, tail, [best[0]],
-                                        **({} if over else {"seconds": GIVE_BACK_SECONDS}))
-                 if self._fused and (over or (room and best[2].recompute_cost > 0)) else None)
-        if fused is not None and not over and (fits(fused[4]) > CODE_SLACK * target
-                                               or fused[2].recompute_cost >= best[2].recompute_cost):
-            fused = None
+        fused = None
+        if self._fused and fits(best[4]) > CODE_SLACK * target:
+            fused = self._judged_selective(jg, pg, target, tail, [best[0]])
+        elif self._fused and best[2].recompute_cost > 0 and (planning < target or fits(best[4]) < -LOOSEN * target):
+            # a solver's plan that fits only when made within less (``_below``), or fits with room, recomputes
+            # for what the planning graph holds and the fused code does not: from it, the fused search keeps
+            # again what fits (the CPU held-out ResNet fp32 at 50%: 0.75 of a forward -> 0.43, 1.13-1.15x ->
+            # 1.04-1.06x torch.compile's step)
+            fused = self._judged_selective(jg, pg, target, tail, [best[0]], seconds=GIVE_BACK_SECONDS)
+            if fused is not None and (fits(fused[4]) > CODE_SLACK * target
+                                      or fused[2].recompute_cost >= best[2].recompute_cost):
+                fused = None
         if fused is not None:
             notes.append(f"planned for inductor's fused code ({fused[0].plan.stats['chosen']}, judged by the fused "
                          f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
