@@ -48,6 +48,7 @@ ROOM = 0.05          # room under the budget (fraction) the eager code's judged 
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model: on a GPU (not measured since ``fusionguard``)
 FUSED_MARGIN_CPU = 0.01  # on the CPU: every held-out plan measured at 0.997-1.000 of its walk since ``fusionguard``
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
+NOT_YET = object()  # a value not computed yet (where None is a value)
 GIVE_BACK_SECONDS = 15.0  # the same search from a plan whose fused code fits (2.5 s on the held-out ResNet)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
 SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
@@ -333,6 +334,7 @@ class Planner:
                     choice, steps, prediction, sp, code = own
                     notes.append("inductor's own partitioner (torch.compile's default) fits, at a peak no higher "
                                  "than saving everything: its partition is used")
+        recompute_time: Any = NOT_YET  # the report's predicted seconds, where the min-cut comparison made them
         if not floor and choice is None:
             choice, steps, prediction, sp, code = self._fit(jg, pg, target, tail, base, relative, vanilla,
                                                             notes, held, before)
@@ -340,7 +342,7 @@ class Planner:
             if low is not None:
                 choice, steps, prediction, sp, code = low
             elif inductor and prediction.recompute_cost > 0:
-                mine = self._recompute_time(jg, steps, prediction, sp)
+                mine = recompute_time = self._recompute_time(jg, steps, prediction, sp)
                 own = self._min_cut(jg, gm, joint_inputs, options, target, tail, code,
                                     than=(prediction.recompute_cost, mine))
                 if own is not None:
@@ -351,6 +353,7 @@ class Planner:
                     notes.append(f"inductor's own partitioner (torch.compile's default) fits and recomputes {less}: "
                                  "its partition is used")
                     choice, steps, prediction, sp, code = own
+                    recompute_time = theirs
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         if steps:  # (inductor's own partition, no remat schedule, is not kept: it is made again)
             self._made[made_for] = (choice, steps, prediction, list(notes), code.peak)
@@ -359,7 +362,8 @@ class Planner:
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
                                     tried=choice.tried, code=code, held=held, tail=tail, provisional=bool(floor),
-                                    recompute_time=self._recompute_time(jg, steps, prediction, sp)))
+                                    recompute_time=(self._recompute_time(jg, steps, prediction, sp)
+                                                    if recompute_time is NOT_YET else recompute_time)))
         self._guard(jg, sp, code)
         return sp.forward, sp.backward
 
@@ -861,12 +865,7 @@ class Planner:
             return None
         if not self._fused:
             return prediction.recompute_cost
-        if steps:
-            again = fusedcost.recomputations(steps)
-        else:  # inductor's own partition: the forward ops in its backward
-            id_of = {n.name: v for v, n in jg.node_of.items()}
-            again = Counter(id_of[n.name] for n in sp.backward.graph.nodes if n.op == "call_function"
-                            and n.name in id_of)
+        again = fusedcost.recomputations(steps) if steps else _forward_ops_in(jg, sp.backward)  # (inductor's own)
         return fusedcost.recompute_seconds(jg, again, self.device)
 
     def _min_cut(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict, target: float,
@@ -899,10 +898,9 @@ class Planner:
         theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused)
         if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
             return None
-        id_of = {n.name: v for v, n in jg.node_of.items()}
-        again = [id_of[n.name] for n in bw.graph.nodes if n.op == "call_function" and n.name in id_of]
-        cost = sum(jg.graph[v].cost for v in again)
-        seconds = fusedcost.recompute_seconds(jg, Counter(again), self.device) if self.cost in costs.SECONDS else None
+        again = _forward_ops_in(jg, bw)
+        cost = sum(jg.graph[v].cost * k for v, k in again.items())
+        seconds = fusedcost.recompute_seconds(jg, again, self.device) if self.cost in costs.SECONDS else None
         if than is None:
             if theirs.peak > code.peak:
                 return None
@@ -1090,6 +1088,12 @@ def _shortlist(plan: Any, size: int = SHORTLIST) -> tuple[str, ...] | None:
     if len(cheapest) <= size:
         return None
     return tuple(sorted(cheapest, key=cheapest.get)[:size])
+
+
+def _forward_ops_in(jg: JointGraph, backward: fx.GraphModule) -> Counter:
+    """The joint graph's forward values a backward graph computes again (inductor's own partition), by count."""
+    id_of = {n.name: v for v, n in jg.node_of.items()}
+    return Counter(id_of[n.name] for n in backward.graph.nodes if n.op == "call_function" and n.name in id_of)
 
 
 def _kept(graph: Any, steps: list) -> set[str]:
