@@ -1260,44 +1260,88 @@ def test_backend_refusal_names_the_gradients_torch_compile_hands_its_outputs():
     torch._dynamo.reset()
 
 
+def _mlp_of_norm_layers() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(16, 64), *[nn.Sequential(nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64))
+                                              for _ in range(4)], nn.Linear(64, 4))
+
+
+def _inductors_own_partition(x: torch.Tensor) -> tuple[dict, float]:
+    """remat.backend at "100%" on ``_mlp_of_norm_layers``: inductor's own partition, its report
+    and the bytes it saves."""
+    torch._dynamo.reset()
+    be = remat.backend(budget="100%", solver="auto", compiler="inductor")
+    torch.compile(_mlp_of_norm_layers(), backend=be)(x).sum().backward()
+    theirs = be.report[-1]
+    assert theirs["chosen"] == "inductor-min-cut" and theirs["recompute_time"] is not None
+    stats = be.planner.planned[-1].plan.stats
+    assert theirs["predicted_peak"] < stats["saving_everything"]["peak"]  # so that a plan within it must recompute
+    return theirs, stats["saved"]
+
+
+def _within_inductors_peak(x: torch.Tensor, theirs: dict) -> dict:
+    """remat.backend within the peak of inductor's own partition: its report, gradients checked against eager's."""
+    torch._dynamo.reset()
+    model, ref = _mlp_of_norm_layers(), _mlp_of_norm_layers()
+    be = remat.backend(budget=int(theirs["predicted_peak"]), solver="auto", compiler="inductor")
+    torch.compile(model, backend=be)(x).sum().backward()
+    rep = be.report[-1]
+    assert rep["predicted_peak"] <= theirs["predicted_peak"]
+    ref(x).sum().backward()
+    for p, q in zip(model.parameters(), ref.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+    return rep
+
+
 @pytest.mark.parametrize("mine", [0.0, 1.0])
 def test_backend_inductor_weighs_its_plan_against_inductors_partition_in_fused_seconds(monkeypatch, mine):
     """Below "100%", inductor's own partition replaces remat's plan when it fits and its
     recomputation costs less as inductor's fused code runs it (``fusedcost``), whatever the
     planning graph's unfused costs say: remat's plan predicted at ``mine`` seconds, 0 (nothing
-    recomputes for less) or 1 (anything does)."""
-    from remat.compiled import partitioner
-
-    def layers():
-        torch.manual_seed(0)
-        return nn.Sequential(nn.Linear(16, 64), *[nn.Sequential(nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64))
-                                                  for _ in range(4)], nn.Linear(64, 4))
+    recomputes for less) or 1 (anything does); what each saves is priced at nothing here."""
+    from remat.compiled import fusedcost, partitioner
 
     x = torch.randn(32, 16)
-    torch._dynamo.reset()
-    be = remat.backend(budget="100%", solver="auto", compiler="inductor")
-    torch.compile(layers(), backend=be)(x).sum().backward()
-    theirs = be.report[-1]
-    assert theirs["chosen"] == "inductor-min-cut" and theirs["recompute_time"] is not None
-    everything = be.planner.planned[-1].plan.stats["saving_everything"]["peak"]
-    assert theirs["predicted_peak"] < everything  # so that a plan within it must recompute
+    theirs, _ = _inductors_own_partition(x)
     real = partitioner.Planner._recompute_time
     monkeypatch.setattr(partitioner.Planner, "_recompute_time",
                         lambda self, jg, steps, *a: mine if steps else real(self, jg, steps, *a))
-    torch._dynamo.reset()
-    model, ref = layers(), layers()
-    be = remat.backend(budget=int(theirs["predicted_peak"]), solver="auto", compiler="inductor")
-    torch.compile(model, backend=be)(x).sum().backward()
-    rep = be.report[-1]
-    assert rep["predicted_peak"] <= theirs["predicted_peak"]
+    monkeypatch.setattr(fusedcost, "saved_seconds", lambda *a, **k: 0.0)
+    rep = _within_inductors_peak(x, theirs)
     if mine == 0.0:
         assert rep["chosen"] != "inductor-min-cut"
     else:
         assert rep["chosen"] == "inductor-min-cut" and rep["recompute_time"] == pytest.approx(theirs["recompute_time"])
         assert any("as inductor's fused code runs each" in n for n in rep["notes"])
-    ref(x).sum().backward()
-    for p, q in zip(model.parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("theirs_cost", [0.0, 2.0])
+def test_backend_inductor_weighs_what_each_partition_saves(monkeypatch, theirs_cost):
+    """Where remat's plan and inductor's partition recompute for the same seconds, what each
+    saves decides: the forward writes it and the backward reads it back (``saved_seconds``).
+    Inductor's saved bytes priced at ``theirs_cost`` seconds, remat's plan's at 1: the partition is
+    taken when its saved values cost less to move, and only then."""
+    from remat.compiled import fusedcost, partitioner
+
+    x = torch.randn(32, 16)
+    theirs, saved = _inductors_own_partition(x)
+    real = partitioner.Planner._recompute_time
+    monkeypatch.setattr(partitioner.Planner, "_recompute_time",
+                        lambda self, jg, steps, *a: theirs["recompute_time"] if steps else real(self, jg, steps, *a))
+    monkeypatch.setattr(fusedcost, "saved_seconds", lambda jg, b, *a, **k: theirs_cost if b == saved else 1.0)
+    rep = _within_inductors_peak(x, theirs)
+    if theirs_cost < 1.0:
+        assert rep["chosen"] == "inductor-min-cut"
+        assert any("with what each saves written and read back" in n for n in rep["notes"])
+    else:
+        assert rep["chosen"] != "inductor-min-cut"
+
+
+def test_saved_seconds_write_each_saved_byte_once_and_read_it_once():
+    """A saved value costs its bytes twice over the device's bandwidth (forward write, backward read)."""
+    from remat.compiled import fusedcost
+
+    assert fusedcost.saved_seconds(None, 3e6, figures={"bandwidth": 2e9, "flops": 1e12}) == pytest.approx(3e-3)
     torch._dynamo.reset()
 
 

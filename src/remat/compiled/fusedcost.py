@@ -15,6 +15,13 @@ and Llama's (bf16) at 7.5-10.8 ms, where the steps took 1-3 ms and 2-7 ms more; 
 0.3-4.0 ms and 4.5-7.6 ms, and the steps came out within 0.97-1.03x of the prediction (the
 unfused one: 0.89-0.97x).
 
+Where two partitions of one joint graph are weighed (remat's plan against inductor's own), what
+each saves costs too: the forward writes every saved value and the backward reads it back
+(``saved_seconds``), where a value recomputed inside a fused kernel is neither written nor read.
+On the CPU (HF Llama bf16 at torch.compile b=1's peak, one thread) remat's plan recomputed 0.174 ms
+against the partition's 0.255 ms but saved 3.8 MB more; the partition's step ran 0.985x
+torch.compile's, remat's plan 1.007x (``bench/results/saved_traffic_cpu``).
+
 It predicts; the planner still prices ops unfused. Planning with these prices was tried (a fusible
 op taken as stored when any op reading it is extern): on Llama (bf16, 50%) the plan recomputed the
 same eleven matmuls; on GPT-2 (fp32) at two budgets the steps moved 0.997 -> 1.031x and 1.023 ->
@@ -52,6 +59,20 @@ def recomputations(steps: Iterable[tuple[str, str]]) -> Counter:
     return Counter({v: c - 1 for v, c in runs.items() if c > 1})
 
 
+def _figures(jg: Any, device: Any, figures: dict[str, float] | None) -> dict[str, float]:
+    """``figures``, else ``device``'s roofline figures, else those of the device ``jg``'s values live on."""
+    if figures is not None:
+        return figures
+    if device is None:
+        device = next(filter(None, map(costs.node_device, jg.node_of.values())), None)
+    return costs.device_figures(device)
+
+
+def saved_seconds(jg: Any, saved: float, device: Any = None, figures: dict[str, float] | None = None) -> float:
+    """Seconds of moving ``saved`` bytes from the forward to the backward: written once, read once."""
+    return 2 * saved / _figures(jg, device, figures)["bandwidth"]
+
+
 def recompute_seconds(jg: Any, again: Counter, device: Any = None,
                       figures: dict[str, float] | None = None) -> float:
     """Seconds of the recomputations ``again`` (planning id -> times; ``recomputations``) of
@@ -62,9 +83,7 @@ def recompute_seconds(jg: Any, again: Counter, device: Any = None,
     graph = jg.graph
     if not again:
         return 0.0
-    if figures is None and device is None:  # where the graph's values live
-        device = next(filter(None, map(costs.node_device, jg.node_of.values())), None)
-    fig = figures or costs.device_figures(device)
+    fig = _figures(jg, device, figures)
     recomputed = {jg.node_of[v] for v in again if v in jg.node_of}
     total = 0.0
     for v, times in again.items():
