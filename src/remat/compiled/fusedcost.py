@@ -19,8 +19,8 @@ Where two partitions of one joint graph are weighed (remat's plan against induct
 each saves costs too: the forward writes every saved value and the backward reads it back
 (``saved_seconds``), where a value recomputed inside a fused kernel is neither written nor read.
 On the CPU (HF Llama bf16 at torch.compile b=1's peak, one thread) remat's plan recomputed 0.174 ms
-against the partition's 0.255 ms but saved 3.8 MB more; the partition's step ran 0.985x
-torch.compile's, remat's plan 1.007x (``bench/results/saved_traffic_cpu``).
+against the partition's 0.255 ms but saved 3.8 MB more; the partition's step ran 0.919x
+torch.compile's, remat's plan 0.964x (0.984x / 1.005x in an earlier run; ``bench/results/saved_traffic_cpu``).
 
 It predicts; the planner still prices ops unfused. Planning with these prices was tried (a fusible
 op taken as stored when any op reading it is extern): on Llama (bf16, 50%) the plan recomputed the
