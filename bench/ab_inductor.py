@@ -89,3 +89,14 @@ class AB:
         out = Path(os.environ.get("OUT", ".")) / f"ab_{self.name}_{self.dtype}.json"
         out.write_text(json.dumps({"model": self.name, "dtype": self.dtype, "rounds": rounds, "rows": self.rows},
                                   indent=1, default=str))
+
+
+def at_compiles_peak(argv: list[str], old: Callable[[], Any]) -> None:
+    """The A/B most scripts run: ``argv`` = model, dtype[, rounds (30)]; torch.compile b=1, then remat inductor as
+    committed ("new") and under ``old()`` ("old"), both at torch.compile b=1's measured peak in bytes."""
+    ab = AB(argv[1], argv[2])
+    ab.add("compile", heldout.Compiled(ab.held.model, "inductor", 1.0, "ab_compile"))
+    at = int(ab.rows["compile"]["peak"])
+    ab.remat("new", at)
+    ab.remat("old", at, during=old)
+    ab.finish(int(argv[3]) if len(argv) > 3 else 30)

@@ -6,9 +6,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ab_inductor import AB  # noqa: E402
+from ab_inductor import at_compiles_peak  # noqa: E402
 
-from remat.bench import heldout  # noqa: E402
 from remat.compiled import fusedcost  # noqa: E402
 
 
@@ -22,9 +21,4 @@ def old():
         fusedcost.saved_seconds = real
 
 
-ab = AB(sys.argv[1], sys.argv[2])
-ab.add("compile", heldout.Compiled(ab.held.model, "inductor", 1.0, "ab_compile"))
-at = int(ab.rows["compile"]["peak"])
-ab.remat("new", at)
-ab.remat("old", at, during=old)
-ab.finish(int(sys.argv[3]) if len(sys.argv) > 3 else 30)
+at_compiles_peak(sys.argv, old)
