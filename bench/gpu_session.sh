@@ -14,8 +14,9 @@
 # {gpu_probe_h200,costs_cuda_h200_3dd9cdf,compiled_h200/eager_3dd9cdf}.
 # Next session (15 device minutes), two calls:
 #   1. python3 bench/gpu_probe/inductor_gap.py OUT/g llama (~6-7 min, timeout_s 540): at torch.compile's peak,
-#      remat's plan is now expected to be torch.compile's own partition (0b8d1fe weighs it in fused seconds; its
-#      "100%" ran 1.014x), with inductor's own horizontal fusion (25f87d8) and profiled costs (cost="auto");
+#      remat's plan is now expected to be torch.compile's own partition (0b8d1fe weighs it in fused seconds,
+#      7a7f0a9 with what each saves written and read back; its "100%" ran 1.014x), with inductor's own horizontal
+#      fusion (25f87d8) and profiled costs (cost="auto");
 #      at "50%" (1.156x on 15d59f3) whether fused kernels of at most 16 buffers split the recomputed residual
 #      stream's persistent reduction (2.26 ms on 3dd9cdf) and give the time back; OUT/g/plan.txt and kernels.txt
 #      say what each plan recomputes and what the slowest new kernels are made of;
