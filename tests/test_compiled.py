@@ -1337,6 +1337,34 @@ def test_backend_inductor_weighs_what_each_partition_saves(monkeypatch, theirs_c
         assert rep["chosen"] != "inductor-min-cut"
 
 
+def test_backend_inductor_weighs_inductors_partition_against_a_plan_recomputing_nothing(monkeypatch):
+    """A budget the fused code of saving everything fits, below the planning graph's vanilla peak:
+    remat's plan recomputes nothing, and inductor's partition, which recomputes a little and saves
+    less, is still weighed against it (its saved bytes priced at nothing, the plan's at 1 s here)."""
+    from remat.compiled import fusedcost
+
+    x = torch.randn(32, 16)
+    theirs, saved = _inductors_own_partition(x)
+    monkeypatch.setattr(fusedcost, "saved_seconds", lambda jg, b, *a, **k: 0.0 if b == saved else 1.0)
+    torch._dynamo.reset()
+    be = remat.backend(budget="100%", solver="auto", compiler="inductor")
+    torch.compile(_mlp_of_norm_layers(), backend=be)(x).sum().backward()
+    planned = be.planner.planned[-1]
+    everything = planned.plan.stats["saving_everything"]["peak"]
+    budget = int(everything * 1.02)
+    assert budget < planned.vanilla  # (the planning graph: every value a buffer)
+    torch._dynamo.reset()
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    torch.compile(_mlp_of_norm_layers(), backend=be)(x).sum().backward()
+    rep = be.report[-1]
+    assert rep["chosen"] == "inductor-min-cut"
+    monkeypatch.setattr(fusedcost, "saved_seconds", lambda *a, **k: 0.0)
+    torch._dynamo.reset()
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    torch.compile(_mlp_of_norm_layers(), backend=be)(x).sum().backward()
+    assert be.report[-1]["chosen"] != "inductor-min-cut" and be.report[-1]["recompute_fraction"] == 0
+
+
 def test_saved_seconds_write_each_saved_byte_once_and_read_it_once():
     """A saved value costs its bytes twice over the device's bandwidth (forward write, backward read)."""
     from remat.compiled import fusedcost

@@ -341,7 +341,7 @@ class Planner:
             low = self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None
             if low is not None:
                 choice, steps, prediction, sp, code = low
-            elif inductor and prediction.recompute_cost > 0:
+            elif inductor:  # (a plan recomputing nothing too: the partition may save less for what it recomputes)
                 mine = recompute_time = self._recompute_time(jg, steps, prediction, sp)
                 own = self._min_cut(jg, gm, joint_inputs, options, target, tail, code,
                                     than=(prediction.recompute_cost, mine))
