@@ -51,13 +51,25 @@ def test_profiler_peak_of_known_allocations():
     assert profiler_peak(step) == 3 * 2**20
 
 
-def test_interleave_is_round_robin_and_drops_warmup():
+def test_interleave_is_round_robin_rotated_and_drops_warmup():
+    """Each round runs every step once, starting one step later than the round before; the
+    warm-up round's times are dropped, and each time is its own step's."""
     order = []
     ticks = iter(range(1000))
-    times = interleave({"a": lambda: order.append("a"), "b": lambda: order.append("b")},
-                       repeats=3, warmup=1, clock=lambda: next(ticks))
-    assert order == ["a", "b"] * 4
-    assert times == {"a": [1, 1, 1], "b": [1, 1, 1]}
+    lengths = {"a": 1, "b": 2, "c": 3}
+
+    def step(name):
+        def run():
+            order.append(name)
+            for _ in range(lengths[name] - 1):
+                next(ticks)
+        return run
+
+    times = interleave({k: step(k) for k in lengths}, repeats=3, warmup=1, clock=lambda: next(ticks))
+    assert order == list("abc" "bca" "cab" "abc")
+    assert times == {"a": [1, 1, 1], "b": [2, 2, 2], "c": [3, 3, 3]}
+    places = {k: sorted(r.index(k) for r in (order[i:i + 3] for i in range(0, 9, 3))) for k in lengths}
+    assert all(p == [0, 1, 2] for p in places.values())  # every step at every place of a round once
 
 
 def test_time_ratios_are_medians_of_per_round_ratios():

@@ -52,10 +52,13 @@ def timed(step, n: int = STEPS) -> tuple[float, float]:
 
 
 def interleaved(steps: dict, rounds: int, sync=sync) -> dict[str, list[float]]:
-    """Synchronized ms of each step, the steps run round-robin ``rounds`` times (one round, every step)."""
+    """Synchronized ms of each step, the steps run round-robin ``rounds`` times (one round, every step; each
+    round starting one step later, ``remat.bench.steps.rotated``)."""
+    from remat.bench.steps import rotated
+
     times: dict[str, list[float]] = {k: [] for k in steps}
-    for _ in range(rounds):
-        for label, step in steps.items():
+    for r in range(rounds):
+        for label, step in rotated(steps, r):
             sync()
             t0 = time.perf_counter()
             step()
