@@ -9,6 +9,7 @@ import torch
 from torch import nn
 
 import remat
+from remat.errors import InputError
 from remat.measure import compare_times, measure
 
 
@@ -37,6 +38,22 @@ def test_parameter_gradients_are_not_activation_memory(method):
     m = measure(model, (x,), method=method)
     assert m.peak < 20_000
     assert model[0].weight.grad is not None
+
+
+@pytest.mark.parametrize("method", ["tracker", "profiler"])
+def test_gradients_allocated_before_the_step_are_added_into_and_their_temporaries_count(method):
+    """``gradients="allocated"`` (measure's protocol on CUDA): the 4 MB weight's ``.grad`` exists
+    before the step and is added into, never replaced; the gradient made for it counts until then."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(1000, 1000), nn.Tanh())
+    x = torch.randn(1, 1000)
+    m = measure(model, (x,), method=method, gradients="allocated")
+    grad = model[0].weight.grad
+    assert 4_000_000 <= m.peak < 4_000_000 + 20_000
+    measure(model, (x,), method=method, gradients="allocated")
+    assert model[0].weight.grad is grad
+    with pytest.raises(InputError, match="gradients"):
+        measure(model, (x,), method=method, gradients="zeros")
 
 
 class OwnAutocast(nn.Module):

@@ -18,9 +18,11 @@ What is not activation memory: parameters, buffers and inputs are held before th
 counted. Parameter gradients are not counted either: the step starts with ``.grad`` set to
 None, and every storage that ends the step as a parameter's ``.grad`` is removed from the
 whole timeline (tracker, profiler); on CUDA, where allocations cannot be told apart after the
-fact, gradients are allocated (zeros) before the step and so belong to the baseline. Either way
-a gradient buffer that the step only passes on to ``.grad`` costs nothing, as in ``simulate``,
-whose graph has no parameter nodes.
+fact, gradients are allocated (zeros) before the step and so belong to the baseline
+(``gradients="allocated"`` does the same on the CPU). A gradient buffer that the step only passes
+on to ``.grad`` costs nothing, as in ``simulate``, whose graph has no parameter nodes; one added
+into an allocated ``.grad`` counts until it is added, and a compiled backward adds them all in
+only when it ends.
 
 Time: ``compare_times(a, b)`` interleaves the two steps (A B A B ...) after warm-up and reports
 the median of the per-pair ratios b/a, since step times on shared machines drift between runs.
@@ -46,6 +48,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from .errors import InputError
 
 METHODS = ("auto", "cuda", "tracker", "profiler")
+GRADIENTS = ("auto", "allocated", "none")  # parameter gradients before the step (``held_gradients``)
 
 
 @dataclass(frozen=True)
@@ -129,14 +132,26 @@ def _warm_up(step: Callable[[], None], steps: int) -> None:
             return
 
 
+def held_gradients(gradients: str, device: Any) -> bool:
+    """Whether a step's parameter gradients are allocated before it (``gradients``: "allocated",
+    "none", or "auto": as ``measure`` steps on ``device``, allocated on CUDA only). Where they are,
+    a compiled backward's returned gradients are temporaries until it ends (``codepeak``)."""
+    if gradients not in GRADIENTS:
+        raise InputError(f"unknown gradients={gradients!r}: use one of {', '.join(GRADIENTS)}")
+    if gradients == "auto":
+        return getattr(device, "type", device) == "cuda"
+    return gradients == "allocated"
+
+
 def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
             loss_fn: Callable[[Any], torch.Tensor] | None = None, repeats: int = 0,
-            warmup: int = 1) -> Measurement:
+            warmup: int = 1, gradients: str = "auto") -> Measurement:
     """Peak activation memory (and, with ``repeats``, median step time) of one training step.
 
     ``fn_or_model``: an ``nn.Module`` (a training step on ``inputs`` is built around it) or a
     callable that runs a whole step itself (``fn(*inputs)``; its gradients are then not told
-    apart from activations).
+    apart from activations). ``gradients`` (a module's step): "allocated" before the step (zeros,
+    added into), or "none" (set to None, each one left out); "auto": allocated on CUDA only.
     """
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
@@ -149,8 +164,9 @@ def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
                          "default on the CPU for compiled models)")
     if isinstance(fn_or_model, nn.Module):
         # on CUDA gradients are allocated before the step (zeros) and so belong to the baseline
-        step = training_step(fn_or_model, inputs, loss_fn, set_to_none=method != "cuda")
-        if method == "cuda":
+        allocated = held_gradients(gradients, "cuda" if method == "cuda" else "cpu")
+        step = training_step(fn_or_model, inputs, loss_fn, set_to_none=not allocated)
+        if allocated:
             for p in params:
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)

@@ -405,13 +405,16 @@ def _input_grad_bytes(inputs: list) -> float:
 
 
 def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor", mode: str = "time",
-            cost: str = DEFAULT_COST) -> RematBackend:
+            cost: str = DEFAULT_COST, gradients: str = "auto") -> RematBackend:
     """A torch.compile backend planning each graph within ``budget`` with ``solver``.
 
     ``cost``: the op cost model (``remat.compiled.costs``): ``"roofline"`` (seconds from the
     device's peak FLOP/s and bandwidth), ``"profile"`` (each distinct op timed once on the device,
     cached on disk), ``"flops"``, ``"paper"``, or ``"auto"`` (default: profile on CUDA, roofline
-    elsewhere)."""
+    elsewhere). ``gradients``: "allocated" where the parameters' ``.grad`` exists before each step
+    (gradient accumulation, DDP, ``zero_grad(set_to_none=False)``): the compiled backward's returned
+    gradients are then held until it ends, and the plan counts them; "none"; "auto": as
+    ``remat.measure`` steps, allocated on CUDA."""
     from .costs import check
 
     check(cost)
@@ -422,7 +425,7 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     candidates(solver)  # unknown solver names raise here, not inside torch.compile
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
     return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False,
-                                fused=compiler == "inductor", loss_only=True), compiler)
+                                fused=compiler == "inductor", loss_only=True, gradients=gradients), compiler)
 
 
 def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> Any:
@@ -436,7 +439,8 @@ def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> An
             return partition(gm, joint_inputs, **kwargs)
 
         def uuid(self) -> Any:
-            return f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{id(planner)}:{key}"
+            return (f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{planner.gradients}:"
+                    f"{id(planner)}:{key}")
 
         def __reduce__(self) -> Any:  # inductor pickles its config into cache keys: the uuid stands for it
             return (str, (self.uuid(),))

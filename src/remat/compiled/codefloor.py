@@ -46,9 +46,10 @@ class CodeFloor:
 
 
 def code_floor(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int,
-               unused: frozenset[str] = frozenset()) -> CodeFloor:
+               unused: frozenset[str] = frozenset(), held_grads: bool = False) -> CodeFloor:
     """The floor (see the module docstring) from the two graphs of the plan that recomputes
-    nothing. ``unused``: tangents that arrive as None (``tangents``). The walk counts as
+    nothing. ``unused``: tangents that arrive as None (``tangents``); ``held_grads``: returned
+    gradients held to the backward's end (``codepeak``). The walk counts as
     ``codepeak`` does, but without the saved values: each op adds the ones it reads, once per
     storage, but those of parameters and inputs, which are not the step's; and the loss the
     caller holds through the backward."""
@@ -67,7 +68,8 @@ def code_floor(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_output
                 saved[ref] = size
     out = next(iter(backward.graph.find_nodes(op="output")))
     grads = {a for a in pytree.tree_leaves(out.args) if isinstance(a, fx.Node)}
-    returned = frozenset(ref for a in grads for ref, _ in _storages(a))  # (a returned copy is not counted: lower)
+    returned = frozenset() if held_grads else frozenset(ref for a in grads for ref, _ in _storages(a))
+    # (a returned copy is not counted: lower)
     trace: list[tuple[str, float]] = []
     _walk(backward.graph, held, grads, returned, trace=trace)
     live = dict(trace)

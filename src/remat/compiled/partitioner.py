@@ -26,6 +26,7 @@ import torch.fx as fx
 
 from .. import heap, progress
 from ..errors import InfeasibleError, RematError
+from ..measure import held_gradients
 from ..plan import Plan
 from ..simulate import Simulation
 from . import batchnorm, castcache, costs, fusedcost, fusionguard, tangents
@@ -124,14 +125,20 @@ class Planner:
     backend): a graph whose floor is above a percentage budget (a loss computed in a graph of its
     own after a graph break) is planned at its floor, with a warning, instead of failing.
     ``plan``: a stored plan (``Plan.load``, the plan cache) for the first graph: no solver runs; its
-    recorded graph fingerprint must be this graph's, else ``StalePlanError``.
+    recorded graph fingerprint must be this graph's, else ``StalePlanError``. ``gradients``:
+    whether ``.grad`` is allocated before each step ("allocated": gradient accumulation, DDP,
+    ``zero_grad(set_to_none=False)``; "none"; "auto": as ``remat.measure`` steps on the graph's
+    device, allocated on CUDA): where it is, the returned gradients count until the backward ends.
     """
 
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = DEFAULT_COST,
                  vanilla: float | None = None, device: Any = None, name: str = "model",
                  planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None,
-                 fused: bool = False, loss_only: bool = False) -> None:
+                 fused: bool = False, loss_only: bool = False, gradients: str = "auto") -> None:
+        held_gradients(gradients, None)  # (a bad value fails here)
         self.budget = budget
+        self.gradients = gradients  # parameter gradients allocated before the step? (``measure.held_gradients``)
+        self._held_grads = False    # this call's
         self.plan = plan
         self.solver = solver
         self.mode = mode
@@ -217,7 +224,8 @@ class Planner:
         """Under inductor: its fusions held to the fused walk's peak (``fusionguard``)."""
         if self._fused:
             traces: dict = {}
-            code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=True, unused=self._unused, traces=traces)
+            code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=True, unused=self._unused, traces=traces,
+                      held_grads=self._held_grads)
             fusionguard.attach(sp.forward, sp.backward, traces, code.peak)
 
     def _loss_only(self, fw: fx.GraphModule, bw: fx.GraphModule) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -266,6 +274,7 @@ class Planner:
         # a length below its bucket's top, on a tiny GPT-2)
         cpu = device is not None and device.type == "cpu" and dynamic.ORIGIN not in gm.meta
         self._margin = FUSED_MARGIN_CPU if cpu else FUSED_MARGIN
+        self._held_grads = held_gradients(self.gradients, device)
         vanilla = vanilla_peak(graph)
         notes: list[str] = []
         if self.plan is not None and not self.planned:
@@ -554,7 +563,7 @@ class Planner:
 
         with _use_lazy_graph_module(True):
             sp = self._split_code(jg, save_everything(jg.graph))
-        return code_floor(sp.forward, sp.backward, jg.num_fwd_outputs, self._unused)
+        return code_floor(sp.forward, sp.backward, jg.num_fwd_outputs, self._unused, self._held_grads)
 
     def _refuse_early(self, jg: JointGraph, pg: Any, target: float, base: float, held: float, tail: float) -> None:
         """With a fallback (``__call__``), once the fused search found no plan: raise
@@ -901,7 +910,8 @@ class Planner:
         except Exception:  # noqa: BLE001 -- remat's own partition stands
             return None
         judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
-        theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused)
+        theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused,
+                           held_grads=self._held_grads)
         if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
             return None
         again = _forward_ops_in(jg, bw)
@@ -1000,7 +1010,8 @@ class Planner:
 
         with _use_lazy_graph_module(True):
             sp = self._split_code(jg, steps, self._forwards if judged and self._fused else None)
-        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused, unused=self._unused)
+        return sp, code_peak(sp.forward, sp.backward, jg.num_fwd_outputs, fused=self._fused, unused=self._unused,
+                             held_grads=self._held_grads)
 
     def _split_code(self, jg: JointGraph, steps: list, forwards: dict | None = None) -> Split:
         """The two graphs that run ``steps``, with the in-place rewrites of fx-generated code."""
