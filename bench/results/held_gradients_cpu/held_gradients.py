@@ -4,6 +4,7 @@ CUDA): the plan made counting the compiled backward's returned gradients (``grad
 plan made leaving them out (``"none"``, the CPU default and, before, the only way). Prints and writes JSON.
 
     python bench/results/held_gradients_cpu/held_gradients.py OUT_DIR resnet vit
+    DTYPE=bf16 python ...   # under bf16 autocast: held_gradients_bf16.json
 """
 import json
 import os
@@ -21,6 +22,8 @@ import remat  # noqa: E402
 from remat.bench import heldout  # noqa: E402
 
 torch.set_num_threads(1)
+AUTOCAST = torch.bfloat16 if os.environ.get("DTYPE") == "bf16" else None
+NAME = "held_gradients_bf16.json" if AUTOCAST else "held_gradients.json"
 heldout.raise_dynamo_limits()
 out, rows = Path(sys.argv[1]), []
 out.mkdir(parents=True, exist_ok=True)
@@ -29,7 +32,7 @@ for name in sys.argv[2:]:
     params = sum(p.numel() * p.element_size() for p in held.model.parameters() if p.requires_grad)
 
     def peak(net, gradients):
-        task = heldout.Task(net, held.kind, held.labels, None, "cpu")
+        task = heldout.Task(net, held.kind, held.labels, AUTOCAST, "cpu")
         return remat.measure(task, held.inputs, method="profiler", loss_fn=lambda x: x, gradients=gradients).peak
 
     vanilla = {g: peak(held.model, g) for g in ("none", "allocated")}
@@ -55,6 +58,6 @@ for name in sys.argv[2:]:
                 row["measured_over_budget"] = row["measured"] / asked
             print(json.dumps(row), flush=True)
             rows.append(row)
-            (out / "held_gradients.json").write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
+            (out / NAME).write_text(json.dumps({"torch": torch.__version__, "rows": rows}, indent=1))
             if "error" not in row and planned == "allocated":
                 break
