@@ -116,7 +116,7 @@ class Run:
 
     def peak(self, task: Task, method: str | None = None) -> int:
         return measure(task, self.held.inputs, method=method or self.allocator, loss_fn=lambda loss: loss,
-                       warmup=1).peak
+                       gradients=self.args.gradients, warmup=1).peak
 
     def step(self, task: Task) -> None:
         """One step from seed ``args.seed`` (dropout draws the same masks)."""
@@ -225,7 +225,8 @@ class Run:
                 if backend_fn is None:
                     raise AttributeError("remat.backend does not exist (yet) in this checkout")
                 t0 = time.perf_counter()
-                backend = backend_fn(budget=budget, solver=self.args.solver, compiler=self.args.remat_compiler)
+                backend = backend_fn(budget=budget, solver=self.args.solver, compiler=self.args.remat_compiler,
+                                     **({"gradients": self.args.gradients} if self.args.gradients != "auto" else {}))
                 net = Compiled(self.held.model, backend, None, name.replace(" ", "_").replace("%", "pct")
                                .replace("@", "at_").replace("=", "").replace(".", "_"))
                 self._backends.setdefault(name, backend)  # the measured build's, not the gradients' own
@@ -854,6 +855,9 @@ def parse(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--time-limit", type=float, help="seconds: no new method is built after this (the ones "
                                                       "built are still timed and written)")
     ap.add_argument("--no-tracker", action="store_true", help="skip the CPU op-level peaks")
+    ap.add_argument("--gradients", choices=("auto", "allocated", "none"), default="auto",
+                    help="parameter gradients before each measured step (remat.measure's gradients=; remat's "
+                         "plans are made for the same): auto = allocated on CUDA, None on the CPU")
     ap.add_argument("--overhead-rounds", type=int, default=20,
                     help="rounds of remat eager 100%% timed against vanilla alone (0: none)")
     args = ap.parse_args(argv)
@@ -901,12 +905,14 @@ def main(argv: list[str] | None = None) -> int:
                      "remat_compiler": args.remat_compiler,
                      "remat_executor": args.remat_executor or "default", "solver": args.solver,
                      "size": args.size, "threads": threads, "seed": args.seed, "methods": sorted(args.families),
-                     "compile_budgets": list(args.compile_budgets), "grads_rng": args.grads_rng},
+                     "compile_budgets": list(args.compile_budgets), "grads_rng": args.grads_rng,
+                     "gradients": args.gradients},
         "peak_method_text": ("CUDA max_memory_allocated during one step minus memory allocated before it "
                              "(parameters and their gradients allocated), bytes" if args.device.startswith("cuda")
                              else "CPU allocator-level peak replayed from torch.profiler(profile_memory=True) "
                                   "allocations and frees (remat.measure method 'profiler'), parameter gradients "
-                                  "excluded; op-level = live-storage tracker (remat.measure 'tracker'), eager "
+                                  + ("allocated before the step" if args.gradients == "allocated" else "excluded")
+                                  + "; op-level = live-storage tracker (remat.measure 'tracker'), eager "
                                   "methods only"),
         "models": {}, "targets": {}, "rows": []}
     done_rows: list[dict[str, Any]] = []
