@@ -265,6 +265,8 @@ class Run:
                      matched: str | None = matched) -> tuple[nn.Module, nn.Module, dict[str, Any]]:
                 t0 = time.perf_counter()
                 extra = {"executor": self.args.remat_executor} if self.args.remat_executor else {}
+                if self.args.gradients != "auto":
+                    extra["gradients"] = self.args.gradients
                 if matched:  # the target asks for a peak no higher than the peer's: no 1% over it
                     extra["tolerance"] = 0.0
                 with heldout.autocast(self.device_type, self.dtype):

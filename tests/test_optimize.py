@@ -7,6 +7,7 @@ import json
 
 import pytest
 import torch
+from torch import nn
 
 import remat
 import models
@@ -105,3 +106,22 @@ def test_a_budget_that_needs_no_recomputation_runs_the_model_itself_when_the_cod
     again = remat.optimize(copy.deepcopy(ref), inputs, "100%", plan_cache=tmp_path)
     assert again.report.executor == "eager" and again.step.eager
     assert remat.optimize(copy.deepcopy(ref), inputs, "60%").report.executor == "compiled"
+
+
+def test_optimize_with_gradients_allocated_counts_them_and_runs_eager_where_only_eager_fits():
+    """``gradients="allocated"``: the generated backward holds every returned gradient until it ends
+    (a wide MLP at batch 2: 3 MB of them against a few KB of activations), so at "100%" no plan's code
+    fits while eager's step, which adds each gradient in as it is made, does: the step runs eager
+    PyTorch and says why. Below eager's peak every plan holds them: refused, naming at least them."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(512, 512), nn.Tanh(), nn.Linear(512, 512), nn.Tanh(), nn.Linear(512, 512))
+    x = torch.randn(2, 512)
+    params = sum(p.numel() * p.element_size() for p in model.parameters())
+    whole = remat.optimize(model, (x,), "100%", gradients="allocated")
+    assert whole.report.executor == "eager" and any("no plan's generated code" in n for n in whole.report.notes)
+    assert remat.measure(whole, (x,), gradients="allocated").peak <= 1.01 * whole.report.budget
+    with pytest.raises(remat.InfeasibleError) as refused:
+        remat.optimize(model, (x,), "50%", gradients="allocated")
+    assert refused.value.needed >= params
+    with pytest.raises(remat.InputError, match="gradients"):
+        remat.optimize(model, (x,), "100%", gradients="zeros")

@@ -46,7 +46,7 @@ from .errors import BudgetError, InfeasibleError, InputError, RematError, StepEr
 from .capture import Program, check_model, explain, trace, warn_hooks
 from .compiled.costs import DEFAULT_COST
 from .graph import Graph
-from .measure import measure
+from .measure import held_gradients, measure
 from .plan import Plan
 from .report import build as build_report
 from .runtime import Compiled, RematModule, executed_schedule, predict
@@ -128,7 +128,7 @@ def vanilla_peak(graph: Graph) -> float:
 def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str = "auto",
              mode: str = "time", *, cost: str = DEFAULT_COST, verify: bool = True, rounds: int = 3,
              tolerance: float = 0.01, executor: str = "compiled", plan_cache: Any = None,
-             shapes: Any = None, plan: Any = None) -> nn.Module:
+             shapes: Any = None, plan: Any = None, gradients: str = "auto") -> nn.Module:
     """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
 
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
@@ -156,6 +156,10 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     as the first one is (its own measured vanilla peak, the check step), and says so once.
     ``plan``: a ``Plan`` (or the path of one saved with ``module.plan.save(path)``) to run
     instead of planning; it must have been made for this model and these inputs.
+    ``gradients``: whether the parameters' ``.grad`` is allocated when each step starts
+    ("allocated": gradient accumulation, DDP, ``zero_grad(set_to_none=False)``; "none"; "auto",
+    default: as ``remat.measure`` steps, allocated on CUDA). Where it is, the generated backward's
+    returned gradients are held together until it ends, and the plan and its check count them.
 
     Wrappers: ``DDP(remat.optimize(model, ...))`` and ``remat.optimize(DDP(model), ...)`` both train
     with DDP's all-reduce (the second puts the planned module inside the given DDP and returns
@@ -166,6 +170,7 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
     if executor not in ("compiled", "interpret"):
         raise InputError(f"executor must be 'compiled' or 'interpret', got {executor!r}")
     candidates(solver)
+    held_gradients(gradients, None)  # so is an unknown gradients=
     parse_budget_syntax(budget)  # an unreadable budget is refused before any work
     check_model(model, example_inputs, "remat.optimize")
     model = _unwrap_compiled(model)
@@ -174,17 +179,18 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
 
     wrapped = distributed.optimize_wrapped(model, lambda inner: optimize(
         inner, example_inputs, budget, solver, mode, cost=cost, verify=verify, rounds=rounds, tolerance=tolerance,
-        executor=executor, plan_cache=plan_cache, shapes=shapes, plan=plan))
+        executor=executor, plan_cache=plan_cache, shapes=shapes, plan=plan, gradients=gradients))
     if wrapped is not None:  # DDP: the planned module inside it
         return wrapped
     if executor == "interpret":
-        if plan_cache is not None or shapes is not None or plan is not None:
-            raise InputError("plan_cache, shapes and plan need the compiled executor (executor='compiled')")
+        if plan_cache is not None or shapes is not None or plan is not None or gradients != "auto":
+            raise InputError("plan_cache, shapes, plan and gradients need the compiled executor "
+                             "(executor='compiled')")
         return _optimize_interpreted(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance)
     try:
         return plancache.optimize_signatures(model, example_inputs, budget, solver, mode, cost, verify, rounds,
                                              tolerance, plan_cache=plan_cache, shapes=shapes, plan=plan,
-                                             one=_optimize_compiled)
+                                             one=_optimize_compiled, gradients=gradients)
     except InfeasibleError as e:
         own = own_checkpointing(model)
         if own is None or not is_relative(budget):
@@ -217,7 +223,8 @@ def own_checkpointing(model: nn.Module) -> tuple[str, str] | None:
 
 
 def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str, mode: str,
-                       cost: str, verify: bool, rounds: int, tolerance: float) -> nn.Module:
+                       cost: str, verify: bool, rounds: int, tolerance: float, *,
+                       gradients: str = "auto") -> nn.Module:
     """One input signature, planned: measure the vanilla step, plan, verify (``optimize``)."""
     from .capture import split_inputs
     from .compiled.module import CompiledModule
@@ -232,48 +239,63 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
     # 0.2 MB op-level peak), which the storage tracker cannot see
     method = "profiler" if device is None or device.type == "cpu" else "auto"
     if verify:  # percentages are of what PyTorch really uses, in-place ops included
-        vanilla = report["vanilla_measured_peak"] = measure_restoring(model, example_inputs, method).peak
+        vanilla = report["vanilla_measured_peak"] = measure_restoring(model, example_inputs, method, gradients).peak
 
     def make_planner(planning_budget: float | None = None) -> Planner:
         return Planner(budget, solver, mode, cost, vanilla=vanilla, device=device, name=type(model).__name__,
-                       planning_budget=planning_budget)
+                       planning_budget=planning_budget, gradients=gradients)
 
     module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device,
-                                                   name=type(model).__name__))
+                                                   name=type(model).__name__, gradients=gradients))
     step = module.compile_for(args, kwargs, make_planner())
     target = step.planned.budget
     planning, least = target, math.inf
-    for k in range(rounds + 1 if verify else 0):
-        measured = measure_restoring(module, example_inputs, method)
-        report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
-        if measured.peak <= target * (1 + tolerance):
-            break
-        if (k and step.planned.peak > target * (1 + max(tolerance, 0.0))) or below_floor(step.planned, target,
-                                                                                         tolerance):
-            # a re-plan within less, predicted over too: the planner found no plan whose code fits;
-            # or the budget is below the floor of every plan's code: no re-plan can fit
-            raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver)
-        if k == rounds:
-            over = measured.peak - target
-            raise InfeasibleError(
-                f"budget {fmt_bytes(target)} cannot be met on the real step: the best plan "
-                f"({step.planned.plan.stats.get('chosen', step.planned.plan.solver)}) measured "
-                f"{fmt_bytes(measured.peak)} ({measured.method}), {fmt_bytes(over)} ({100 * over / target:.1f}%) "
-                f"over; predicted {fmt_bytes(step.planned.peak)}. Raise the budget by at least that much")
-        planning = planning * min(0.97, target / measured.peak)
-        least = min(least, measured.peak)
-        try:
-            step = module.compile_for(args, kwargs, make_planner(planning))
-        except InfeasibleError:  # no plan within the tightened planning budget: name the real one
-            if step.planned.peak > target * (1 + max(tolerance, 0.0)):  # its code was predicted over as well
-                raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver) from None
-            raise InfeasibleError(
-                f"budget {fmt_bytes(target)} cannot be met on the real step: the generated code of "
-                f"{solver}'s least plan peaks at {fmt_bytes(least)} ({measured.method}, {int(math.ceil(least))} "
-                f"bytes), over the planning graph's estimate. Raise the budget to at least that",
-                needed=least) from None
+    refused = None  # no plan's code meets the budget, but eager's step does: it runs eager
+    try:
+        for k in range(rounds + 1 if verify else 0):
+            measured = measure_restoring(module, example_inputs, method, gradients)
+            report.update(measured_peak=measured.peak, method=measured.method, verify_rounds=k)
+            if measured.peak <= target * (1 + tolerance):
+                break
+            if (k and step.planned.peak > target * (1 + max(tolerance, 0.0))) or below_floor(step.planned, target,
+                                                                                             tolerance):
+                # a re-plan within less, predicted over too: the planner found no plan whose code fits;
+                # or the budget is below the floor of every plan's code: no re-plan can fit
+                raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver)
+            if k == rounds:
+                over = measured.peak - target
+                raise InfeasibleError(
+                    f"budget {fmt_bytes(target)} cannot be met on the real step: the best plan "
+                    f"({step.planned.plan.stats.get('chosen', step.planned.plan.solver)}) measured "
+                    f"{fmt_bytes(measured.peak)} ({measured.method}), {fmt_bytes(over)} "
+                    f"({100 * over / target:.1f}%) over; predicted {fmt_bytes(step.planned.peak)}. Raise the budget "
+                    "by at least that much")
+            planning = planning * min(0.97, target / measured.peak)
+            least = min(least, measured.peak)
+            try:
+                step = module.compile_for(args, kwargs, make_planner(planning))
+            except InfeasibleError:  # no plan within the tightened planning budget: name the real one
+                if step.planned.peak > target * (1 + max(tolerance, 0.0)):  # its code was predicted over as well
+                    raise _least_plan_over(step.planned, target, measured.peak, vanilla, solver) from None
+                raise InfeasibleError(
+                    f"budget {fmt_bytes(target)} cannot be met on the real step: the generated code of "
+                    f"{solver}'s least plan peaks at {fmt_bytes(least)} ({measured.method}, "
+                    f"{int(math.ceil(least))} bytes), over the planning graph's estimate. Raise the budget to at "
+                    "least that",
+                    needed=least) from None
+    except InfeasibleError as e:
+        if not (verify and vanilla is not None and vanilla <= target * (1 + tolerance)):
+            raise
+        refused = e
     report.update(step.planned.summary())
-    if verify and _runs_eager(step, target, report["measured_peak"], vanilla, tolerance):
+    if refused is not None:  # (with gradients allocated a generated backward holds them all until it ends)
+        step.eager = True
+        report["notes"] = [*report.get("notes", []), (
+            f"eager PyTorch's step fits the budget and no plan's generated code does ({refused}): the step runs "
+            f"eager PyTorch")]
+        report.update(executor="eager", measured_peak=vanilla, predicted_peak=vanilla, recompute_cost=0.0,
+                      recompute_fraction=0.0, recompute_time=0.0)
+    elif verify and _runs_eager(step, target, report["measured_peak"], vanilla, tolerance):
         step.eager = True
         report["notes"] = [*report.get("notes", []), (
             f"nothing to recompute within the budget, and the generated code measured "
@@ -429,7 +451,7 @@ def _verify(module: RematModule, program: Program, inputs: Any, budget: float, c
         f"least that much")
 
 
-def measure_restoring(module: nn.Module, inputs: Any, method: str = "auto"):
+def measure_restoring(module: nn.Module, inputs: Any, method: str = "auto", gradients: str = "auto"):
     """``measure`` one step (``method``: see ``remat.measure``), then put back gradients, buffers
     (BatchNorm statistics) and RNG. The step runs on copies of the input tensors: the user's keep
     their data (a forward may write into an input) and their ``.grad`` (an input may require
@@ -446,7 +468,7 @@ def measure_restoring(module: nn.Module, inputs: Any, method: str = "auto"):
     try:
         with progress.task("verifying the plan: one real training step" if ours else
                            f"measuring one vanilla training step of {type(module).__name__}"):
-            return measure(module, inputs, method=method, warmup=1 if on_cuda else 0)
+            return measure(module, inputs, method=method, warmup=1 if on_cuda else 0, gradients=gradients)
     except Exception as e:  # noqa: BLE001 - the user's model failing on its inputs: one clear line
         if ours or isinstance(e, (RematError, MemoryError)) or "OutOfMemory" in type(e).__name__:
             raise

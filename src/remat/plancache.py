@@ -45,7 +45,8 @@ def structure(model: nn.Module) -> str:
     return "\n".join(lines)
 
 
-def cache_key(model: nn.Module, args: tuple, kwargs: dict, budget: Any, solver: str, mode: str, cost: str) -> str:
+def cache_key(model: nn.Module, args: tuple, kwargs: dict, budget: Any, solver: str, mode: str, cost: str,
+              gradients: str = "auto") -> str:
     """The file name (without ``.json``) of the plan for these inputs and settings."""
     from .budget import parse
     from .compiled.module import plan_key
@@ -53,7 +54,7 @@ def cache_key(model: nn.Module, args: tuple, kwargs: dict, budget: Any, solver: 
     b = parse(budget)
     parts = [f"format {FORMAT}", f"torch {torch.__version__}", structure(model), repr(plan_key(model, args, kwargs)),
              f"budget {'relative' if b.relative else 'bytes'} {b.value!r}", f"solver {solver}", f"mode {mode}",
-             f"cost {cost}"]
+             f"cost {cost}"] + ([f"gradients {gradients}"] if gradients != "auto" else [])
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
@@ -88,7 +89,7 @@ class PlanCache:
 
 def optimize_signatures(model: nn.Module, example_inputs: Any, budget: Any, solver: str, mode: str, cost: str,
                         verify: bool, rounds: int, tolerance: float, *, plan_cache: Any, shapes: Any, plan: Any,
-                        one: Callable[..., nn.Module]) -> nn.Module:
+                        one: Callable[..., nn.Module], gradients: str = "auto") -> nn.Module:
     """``remat.optimize``'s compiled path over signatures: the first (``example_inputs``, or the
     stored ``plan``), each of ``shapes``, and later any new one (``replan``); ``one`` plans one."""
     from .capture import split_inputs
@@ -107,19 +108,20 @@ def optimize_signatures(model: nn.Module, example_inputs: Any, budget: Any, solv
         args, kwargs = split_inputs(inputs)
         if stored is not None:
             try:
-                return _loaded(model, args, kwargs, stored, None, budget, solver, mode, cost, "the plan given")
+                return _loaded(model, args, kwargs, stored, None, budget, solver, mode, cost, "the plan given",
+                               gradients)
             except StalePlanError as e:
                 raise InputError(f"remat.optimize(plan=...): {e}: optimize without it to plan again") from e
-        key = cache_key(model, args, kwargs, budget, solver, mode, cost) if cache is not None else None
+        key = cache_key(model, args, kwargs, budget, solver, mode, cost, gradients) if cache is not None else None
         entry = cache.load(key) if cache is not None else None
         if entry is not None:
             try:
                 return _loaded(model, args, kwargs, Plan.from_json(entry["plan"]), entry.get("report"), budget,
-                               solver, mode, cost, f"plan cache {cache.path(key)}")
+                               solver, mode, cost, f"plan cache {cache.path(key)}", gradients)
             except StalePlanError as e:
                 warnings.warn(f"remat: the cached plan {cache.path(key)} does not fit: {e}. Planning again and "
                               f"replacing it", stacklevel=3)
-        module = one(model, inputs, budget, solver, mode, cost, verify, rounds, tolerance)
+        module = one(model, inputs, budget, solver, mode, cost, verify, rounds, tolerance, gradients=gradients)
         _describe(module, args, kwargs)
         if cache is not None:
             path = cache.store(key, {"plan": module.plan.to_json(), "report": _report_json(module.report),
@@ -138,15 +140,17 @@ def optimize_signatures(model: nn.Module, example_inputs: Any, budget: Any, solv
 
 
 def _loaded(model: nn.Module, args: tuple, kwargs: dict, plan: Any, report: dict | None, budget: Any, solver: str,
-            mode: str, cost: str, source: str) -> nn.Module:
+            mode: str, cost: str, source: str, gradients: str = "auto") -> nn.Module:
     """A CompiledModule running a stored plan (traced once, nothing planned or measured)."""
     from .compiled.module import CompiledModule, plan_key
     from .compiled.partitioner import Planner
 
     device = next((p.device for p in model.parameters()), None)
     name = type(model).__name__
-    module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device, name=name))
-    step = module.compile_for(args, kwargs, Planner(budget, solver, mode, cost, device=device, name=name, plan=plan))
+    module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device, name=name,
+                                                   gradients=gradients))
+    step = module.compile_for(args, kwargs, Planner(budget, solver, mode, cost, device=device, name=name, plan=plan,
+                                                    gradients=gradients))
     module.report = _restore_report(report) or _fresh_report(step, name)
     step.eager = module.report.executor == "eager"  # stored from a step that runs the model as is
     module.report.compile_seconds = step.compile_seconds
