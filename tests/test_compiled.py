@@ -1792,3 +1792,30 @@ def test_lower_planning_budgets_replan_with_the_candidates_cheapest_at_the_budge
     assert _shortlist(SimpleNamespace(stats={"tried": tried})) == ("selective", "blocks", "chen-greedy")
     assert _shortlist(SimpleNamespace(stats={"tried": tried[:5]})) is None
     assert _shortlist(SimpleNamespace(stats={})) is None
+
+
+def test_a_refused_attempts_planning_time_is_counted_in_the_plan_made_after_it(monkeypatch):
+    """The backend plans a CNN again without inductor's layout optimization after a refusal: the
+    seconds of the refused attempt belong to the graph's planning time, and the report says so."""
+    import time
+
+    from remat.compiled import partitioner
+    from remat.errors import InfeasibleError
+
+    model, (x,) = _mlp()
+    planner = Planner("100%", solver="chen-greedy")
+    real, calls = Planner._plan, []
+
+    def plan(self, *args, **kwargs):
+        calls.append(1)
+        if len(calls) == 1:
+            time.sleep(0.3)
+            raise InfeasibleError("remat: refused (a stand-in)")
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(partitioner.Planner, "_plan", plan)
+    with pytest.raises(InfeasibleError):
+        compile_step(copy.deepcopy(model), (x,), {}, planner)
+    compile_step(copy.deepcopy(model), (x,), {}, planner)
+    (planned,) = planner.planned
+    assert planned.seconds >= 0.3 and any("refused attempt" in n for n in planned.notes)

@@ -154,6 +154,7 @@ class Planner:
         self.loss_only = loss_only  # a graph with a scalar output is backpropagated from it alone (``tangents``)
         self._unused: frozenset[str] = frozenset()  # this call's tangents assumed to arrive as None
         self._fallback = False  # this call's caller compiles otherwise when the budget is not met
+        self._refused_seconds = 0.0  # planning spent on refusals since the last plan made
         self.planned: list[Planned] = []
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
         self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
@@ -244,12 +245,21 @@ class Planner:
     def _plan_once(self, gm: fx.GraphModule, joint_inputs: Any, **kw: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """``_plan``, its refusal kept for the same graph and terms (``_again``)."""
         self._key = None
+        started, count = time.perf_counter(), len(self.planned)
         try:
-            return self._plan(gm, joint_inputs, **kw)
+            made = self._plan(gm, joint_inputs, **kw)
         except InfeasibleError as e:
             if self._key is not None:
                 self._made[self._key] = e
+            self._refused_seconds += time.perf_counter() - started
             raise
+        if self._refused_seconds and len(self.planned) > count:  # the attempt the caller retried otherwise (inductor's layout optimization off)
+            planned = self.planned[-1]
+            planned.notes.append(f"planning took {planned.seconds:.1f} s, and {self._refused_seconds:.1f} s more "
+                                 "in the refused attempt before it (counted in planning_seconds)")
+            planned.seconds += self._refused_seconds
+            self._refused_seconds = 0.0
+        return made
 
     def _plan(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float, before: int,
               tail: float, floor: bool | str, index: int | None, fused: bool | None, price: float,
