@@ -44,6 +44,7 @@ import torch.utils._pytree as pytree
 from torch._prims_common import is_expandable_to
 from torch.multiprocessing.reductions import StorageWeakRef
 
+from .accumulate import GRAD_OF
 from .dynamic import hint, is_symbolic
 from .memo import remember, remembered
 from .workspace import has_workspace, workspace
@@ -920,7 +921,7 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
                     donated.add((p, j))
     donated -= shared
     for p in placeholders[len(saved_nodes):]:  # tangents: the loss's gradient, made by the caller
-        if p.name in unused:
+        if p.name in unused or GRAD_OF in p.meta:  # (a parameter's .grad, made before the step: ``accumulate``)
             continue
         for j, (_, size) in enumerate(_storages(p)):
             held[(p, j)] = size

@@ -18,6 +18,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch import nn
 
+from . import accumulate
 from .eager_ops import eager_dropout, eager_grouped_mm, eager_layouts
 from ..hf_inputs import eager_positions, packed_positions, plain_mask, unchecked_values
 from .partitioner import Planned, Planner
@@ -71,13 +72,17 @@ class _Flat(nn.Module):
     def tensors(self, args: tuple, kwargs: dict) -> list[torch.Tensor]:
         """The step's inputs: the model's parameters and buffers as they are now, then the call's tensors."""
         leaves = pytree.tree_leaves((args, kwargs))
+        return [*self.state(), *(leaves[i] for i in self.positions)]
+
+    def state(self) -> list[torch.Tensor]:
+        """The model's parameters and buffers as they are now (the step's first inputs)."""
         try:
             state = [getattr(m, kind)[key] for m, kind, key in self.slots]
         except KeyError:
             state = [None]
         if any(t is None or type(t).__name__ == "DTensor" for t in state):  # moved, removed or sharded
             state = state_tensors(self.model, len(self.state_names))  # says which
-        return [*state, *(leaves[i] for i in self.positions)]
+        return state
 
     def moved(self, flat: list[torch.Tensor]) -> str | None:
         """Which state tensor (parameter or buffer) has another dtype or device than when traced,
@@ -301,8 +306,13 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
             # place (``batchnorm.update_statistics_in_place``), not copied in by AOTAutograd's epilogue
             # in Python (87 copies a step on the CPU ResNet: its step 1.054x eager's against 1.029x)
             return aot_module_simplified(flat, flat.tensors(args, kwargs), fw_compiler=fx_codegen,
-                                         bw_compiler=fx_codegen, partition_fn=planner,
+                                         bw_compiler=backward, partition_fn=planner,
                                          keep_inference_input_mutations=True)
+
+    def backward(gm: Any, example: list) -> Callable:  # where .grad is allocated, each gradient added in where made
+        return accumulate.compiled(gm, example, fx_codegen, flat.state)
+
+    planner.params = sum(1 for _ in model.named_parameters())
 
     first: str | None = None
     try:

@@ -29,7 +29,7 @@ from ..errors import InfeasibleError, RematError
 from ..measure import held_gradients
 from ..plan import Plan
 from ..simulate import Simulation
-from . import batchnorm, castcache, costs, fusedcost, fusionguard, tangents
+from . import accumulate, batchnorm, castcache, costs, fusedcost, fusionguard, tangents
 from .chain import with_tail, without_tail
 from .codefloor import CodeFloor, code_floor
 from .codepeak import CodePeak, code_peak
@@ -155,6 +155,9 @@ class Planner:
         self._unused: frozenset[str] = frozenset()  # this call's tangents assumed to arrive as None
         self._fallback = False  # this call's caller compiles otherwise when the budget is not met
         self._refused_seconds = 0.0  # planning spent on refusals since the last plan made
+        self.params = 0  # the first forward inputs that are parameters, each gradient added in by the backward
+                         # itself where ``.grad`` is allocated (fx-generated code: ``accumulate``; set by
+                         # ``module.compile_step``)
         self.planned: list[Planned] = []
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
         self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
@@ -191,7 +194,8 @@ class Planner:
                                           f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
             # (the walks of this graph's splits read each value's storages once)
             if not symbolic:
-                return self._loss_only(*self._plan_once(gm, joint_inputs, **kw))
+                fw, bw = self._loss_only(*self._plan_once(gm, joint_inputs, **kw))
+                return fw, accumulate.for_aot(bw)
             called = dynamic.symbols(gm)
             try:
                 fw, bw = self._plan_once(dynamic.hinted(gm, at), joint_inputs, **kw)
@@ -219,7 +223,7 @@ class Planner:
         if not self._fused:
             batchnorm.real_statistics(gm)  # as ``build`` did on the copy
         planned.split = self._split_code(planned.joint.on(gm), planned.steps)
-        return planned.split.forward, planned.split.backward
+        return planned.split.forward, accumulate.for_aot(planned.split.backward)
 
     def _guard(self, jg: JointGraph, sp: Split, code: CodePeak) -> None:
         """Under inductor: its fusions held to the fused walk's peak (``fusionguard``)."""
@@ -1031,6 +1035,8 @@ class Planner:
             write_over_dying_inputs(sp.backward)
             update_statistics_in_place(sp.forward)
             grads_as_parameters(sp.forward, sp.backward)  # each copied into .grad's layout where made
+            if self._held_grads and self.params:  # .grad allocated: each added in where made, as eager does
+                accumulate.in_place(sp.forward, sp.backward, self.params)
         return sp
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
