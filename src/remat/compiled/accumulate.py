@@ -118,9 +118,15 @@ def compiled(backward: fx.GraphModule, example: list, codegen: Callable[[fx.Grap
     return run
 
 
+def distributed() -> bool:
+    """Whether a process group is up (DDP's reducer and FSDP hook autograd's accumulation): a step
+    planned then keeps the returning form, and its plan counts the gradients it holds."""
+    return torch.distributed.is_available() and torch.distributed.is_initialized()
+
+
 def _grads(params: list[torch.Tensor], done: list[int]) -> list[torch.Tensor] | None:
     """Each rewritten parameter's ``.grad``, or None where autograd would not simply add into it."""
-    if torch.is_grad_enabled() or (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    if torch.is_grad_enabled() or distributed():
         return None
     grads = []
     for j in done:

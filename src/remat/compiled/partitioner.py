@@ -1035,8 +1035,8 @@ class Planner:
             write_over_dying_inputs(sp.backward)
             update_statistics_in_place(sp.forward)
             grads_as_parameters(sp.forward, sp.backward)  # each copied into .grad's layout where made
-            if self._held_grads and self.params:  # .grad allocated: each added in where made, as eager does
-                accumulate.in_place(sp.forward, sp.backward, self.params)
+            if self._held_grads and self.params and not accumulate.distributed():  # .grad allocated: each added
+                accumulate.in_place(sp.forward, sp.backward, self.params)       # in where made, as eager does
         return sp
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
