@@ -27,16 +27,16 @@ import torch
 import torch.fx as fx
 
 ACCUMULATED = "remat_accumulated"  # backward.meta: positions whose gradients it adds into .grad itself
-RETURNING = "remat_returning"      # the accumulating form's meta: the same backward, returning every gradient
 ACCUMULATING = "remat_accumulating"  # the returning form's meta (as AOTAutograd gets it): the accumulating one
-GRAD_OF = "remat_grad_of"          # an added placeholder's meta: the forward input whose .grad it is
+GRAD_OF = "remat_grad_of"          # an added placeholder's (and sum's) meta: the forward input whose .grad it is
 
 
 def in_place(forward: fx.GraphModule, backward: fx.GraphModule, params: int) -> list[int]:
     """Rewrite ``backward`` so that the gradient of each of the first ``params`` forward inputs
     (the model's parameters) is added into an extra input (its ``.grad``) right after its last
-    use, and None returned in its place; the original is kept in ``backward.meta[RETURNING]``.
-    Returns the positions rewritten (those whose gradient has its parameter's shape and dtype)."""
+    use, and None returned in its place (``for_aot`` makes the returning form back, once the plan
+    is chosen: the planner walks many). Returns the positions rewritten (those whose gradient has
+    its parameter's shape and dtype)."""
     primals = list(forward.graph.find_nodes(op="placeholder"))
     out = next(iter(backward.graph.find_nodes(op="output")))
     outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
@@ -44,32 +44,43 @@ def in_place(forward: fx.GraphModule, backward: fx.GraphModule, params: int) -> 
             if isinstance(g, fx.Node) and _same(g.meta.get("val"), primals[j].meta.get("val"))]
     if not done:
         return []
-    original = fx.GraphModule(backward, _copy(backward.graph))
     pos = {n: i for i, n in enumerate(backward.graph.nodes)}
+    after = {j: max((u for u in outs[j].users if u.op != "output"), key=pos.__getitem__, default=outs[j])
+             for j in done}
     last = list(backward.graph.find_nodes(op="placeholder"))[-1]
     for j in done:
-        g = outs[j]
         with backward.graph.inserting_after(last):
             acc = backward.graph.placeholder(f"grad_of_primal_{j}")
         acc.meta.update(val=primals[j].meta["val"], **{GRAD_OF: j})
         last = acc
-        after = max((u for u in g.users if u.op != "output"), key=pos.__getitem__, default=g)
-        with backward.graph.inserting_after(after):
-            add = backward.graph.call_function(torch.ops.aten.add_.Tensor, (acc, g))
-        add.meta["val"] = acc.meta["val"]
+        with backward.graph.inserting_after(after[j]):
+            add = backward.graph.call_function(torch.ops.aten.add_.Tensor, (acc, outs[j]))
+        add.meta.update(val=acc.meta["val"], **{GRAD_OF: j})
         outs[j] = None
     out.args = (tuple(outs),)
     backward.recompile()
     backward.meta[ACCUMULATED] = done
-    backward.meta[RETURNING] = original
     return done
 
 
 def for_aot(backward: fx.GraphModule) -> fx.GraphModule:
-    """The backward AOTAutograd is given: the returning form, the accumulating one in its meta."""
+    """The backward AOTAutograd is given: the returning form (each gradient returned, the added
+    inputs and sums taken out again), the accumulating one in its meta."""
     if not backward.meta.get(ACCUMULATED):
         return backward
-    returning = backward.meta[RETURNING]
+    returning = fx.GraphModule(backward, _copy(backward.graph))
+    graph = returning.graph
+    out = next(iter(graph.find_nodes(op="output")))
+    outs = list(out.args[0])
+    for n in list(graph.nodes):
+        if GRAD_OF in n.meta and n.op == "call_function":
+            outs[n.meta[GRAD_OF]] = n.args[1]
+            graph.erase_node(n)
+    for n in list(graph.find_nodes(op="placeholder")):
+        if GRAD_OF in n.meta:
+            graph.erase_node(n)
+    out.args = (tuple(outs),)
+    returning.recompile()
     returning.meta[ACCUMULATING] = backward
     return returning
 
