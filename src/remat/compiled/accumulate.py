@@ -31,8 +31,8 @@ ACCUMULATING = "remat_accumulating"  # the returning form's meta (as AOTAutograd
 GRAD_OF = "remat_grad_of"          # an added placeholder's (and sum's) meta: the forward input whose .grad it is
 
 
-def in_place(forward: fx.GraphModule, backward: fx.GraphModule, params: int) -> list[int]:
-    """Rewrite ``backward`` so that the gradient of each of the first ``params`` forward inputs
+def in_place(forward: fx.GraphModule, backward: fx.GraphModule, params: tuple[int, ...]) -> list[int]:
+    """Rewrite ``backward`` so that the gradient of each forward input at a position in ``params``
     (the model's parameters) is added into an extra input (its ``.grad``) right after its last
     use, and None returned in its place (``for_aot`` makes the returning form back, once the plan
     is chosen: the planner walks many). Returns the positions rewritten (those whose gradient has
@@ -40,8 +40,8 @@ def in_place(forward: fx.GraphModule, backward: fx.GraphModule, params: int) -> 
     primals = list(forward.graph.find_nodes(op="placeholder"))
     out = next(iter(backward.graph.find_nodes(op="output")))
     outs = list(out.args[0]) if isinstance(out.args[0], (tuple, list)) else [out.args[0]]
-    done = [j for j, g in enumerate(outs[:min(params, len(primals))])
-            if isinstance(g, fx.Node) and _same(g.meta.get("val"), primals[j].meta.get("val"))]
+    done = [j for j in params if j < min(len(outs), len(primals)) and isinstance(outs[j], fx.Node)
+            and _same(outs[j].meta.get("val"), primals[j].meta.get("val"))]
     if not done:
         return []
     pos = {n: i for i, n in enumerate(backward.graph.nodes)}
@@ -69,6 +69,7 @@ def for_aot(backward: fx.GraphModule) -> fx.GraphModule:
     if not backward.meta.get(ACCUMULATED):
         return backward
     returning = fx.GraphModule(backward, _copy(backward.graph))
+    returning.meta.update({k: v for k, v in backward.meta.items() if k != ACCUMULATED})
     graph = returning.graph
     out = next(iter(graph.find_nodes(op="output")))
     outs = list(out.args[0])
@@ -103,12 +104,13 @@ def compiled(backward: fx.GraphModule, example: list, codegen: Callable[[fx.Grap
     runs the accumulating form when autograd would accumulate the same way (the module's
     docstring), else the returning one. ``state()``: the forward's inputs as they are now (the
     model's parameters first)."""
-    other = backward.meta.get(ACCUMULATING)
+    other = backward.meta.pop(ACCUMULATING, None)
     if other is None:
         return codegen(backward, example)
     done = other.meta[ACCUMULATED]
     returning = codegen(backward, example)
-    accumulating = codegen(other, [*example, *(None for _ in done)])
+    added = [p.meta["val"] for p in other.graph.find_nodes(op="placeholder") if GRAD_OF in p.meta]
+    accumulating = codegen(other, [*example, *added])
     warned: list[bool] = []
 
     def run(args: list) -> Any:

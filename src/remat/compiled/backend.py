@@ -27,7 +27,7 @@ import torch
 from .. import progress
 from ..budget import is_relative
 from ..errors import InfeasibleError, InputError
-from . import tangents
+from . import accumulate, tangents
 from .chain import Recorder, Slot, Swappable, ends_at_graph_break, held_before, step_peak, tail_bytes
 from .costs import DEFAULT_COST
 from .dynamic import is_dynamic
@@ -292,6 +292,14 @@ class RematBackend:
                        plan: dict[str, Any]) -> Callable:
         """``gm`` compiled by ``compiler``, partitioned by ``part`` (the planner)."""
         made = len(self.planner.planned)
+        # the graph's parameters: where .grad is allocated, the backward adds each gradient in itself (``accumulate``)
+        positions = tuple(i for i, t in enumerate(inputs) if isinstance(t, torch.nn.Parameter) and t.requires_grad)
+        params = [t if i in positions else None for i, t in enumerate(inputs)]
+
+        def state() -> list:
+            return params
+
+        part = functools.partial(part, params=positions)
 
         def planned() -> Any:  # this graph's plan, once partitioned
             return self.planner.planned[-1] if len(self.planner.planned) > made else None
@@ -302,11 +310,14 @@ class RematBackend:
             from .eager_ops import eager_dropout, eager_layouts
             from .module import fx_codegen
 
-            def backward(bw: torch.fx.GraphModule, example: list) -> Callable:
+            def one(bw: torch.fx.GraphModule, example: list) -> Callable:
                 fn = fx_codegen(bw, example)
                 if tangents.ORIGINAL not in bw.meta:
                     return fn
                 return tangents.Backward(fn, bw, lambda original: fx_codegen(original, example))
+
+            def backward(bw: torch.fx.GraphModule, example: list) -> Callable:  # (``accumulate``'s two forms)
+                return accumulate.compiled(bw, example, one, state)
 
             # fx codegen only: gradients as eager's, dropout included; no zero gradients for outputs
             # the loss does not use; the backward traced without autocast, as eager autograd runs it after
@@ -332,14 +343,14 @@ class RematBackend:
             try:
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, first, key)), \
                         tangents.no_zero_grads(planned), unaliased_donations():
-                    fn = compile_fx(gm, inputs, inner_compile=inner_compile(), config_patches=config_patches())
+                    fn = compile_fx(gm, inputs, inner_compile=inner_compile(state), config_patches=config_patches())
             except InfeasibleError as e:
                 if not fallback:
                     raise
                 key += ":layout=off"
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
                         tangents.no_zero_grads(planned), unaliased_donations():
-                    fn = compile_fx(gm, inputs, inner_compile=inner_compile(),
+                    fn = compile_fx(gm, inputs, inner_compile=inner_compile(state),
                                     config_patches={**config_patches(), "layout_optimization": False})
                 if len(self.planner.planned) > made:
                     self.planner.planned[-1].notes.append(

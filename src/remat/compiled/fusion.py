@@ -66,7 +66,7 @@ import contextlib
 from typing import Any, Callable, Iterator
 
 from .. import progress
-from . import fusionguard, tangents
+from . import accumulate, fusionguard, tangents
 
 UNGUARDED_DISTANCE = 1  # scheduler nodes apart that kernels of a graph with no guard may fuse horizontally
 BUFFER_POOL = False      # inductor's ``allow_buffer_reuse`` for remat's graphs
@@ -212,16 +212,21 @@ def _flush_before(sched: Any, node: Any) -> None:
     sched.buffer_names_to_free |= mine
 
 
-def inner_compile() -> Callable[..., Any]:
+def inner_compile(state: Callable[[], list] | None = None) -> Callable[..., Any]:
     """``compile_fx``'s ``inner_compile`` for remat's forward and backward graphs: inductor's own,
     run with ``RematChoices`` and the fixes of ``inductor_fixes`` (the backward is compiled later
-    than the forward; both go with each call)."""
+    than the forward; both go with each call). ``state()``: the graph's inputs that are parameters
+    (None elsewhere), for a backward with an accumulating form (``accumulate``)."""
     from torch._inductor.compile_fx import compile_fx_inner
     from torch._inductor.virtualized import V
 
     from .inductor_fixes import fixed
 
     def compile_inner(*args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("is_backward") and state is not None and accumulate.ACCUMULATING in args[0].meta:
+            # two forms, each compiled as below; which runs is decided per step (``accumulate``)
+            return accumulate.compiled(args[0], args[1], lambda gm, ex: compile_inner(gm, ex, *args[2:], **kwargs),
+                                       state)
         V.choices  # noqa: B018 - the thread's default handler exists before it is swapped out
         part = "backward" if kwargs.get("is_backward") else "forward"
         guard = fusionguard.of(args[0])

@@ -312,7 +312,7 @@ def compile_step(model: nn.Module, args: tuple, kwargs: dict, planner: Planner) 
     def backward(gm: Any, example: list) -> Callable:  # where .grad is allocated, each gradient added in where made
         return accumulate.compiled(gm, example, fx_codegen, flat.state)
 
-    planner.params = sum(1 for _ in model.named_parameters())
+    planner.params = tuple(range(sum(1 for _ in model.named_parameters())))
 
     first: str | None = None
     try:

@@ -155,9 +155,8 @@ class Planner:
         self._unused: frozenset[str] = frozenset()  # this call's tangents assumed to arrive as None
         self._fallback = False  # this call's caller compiles otherwise when the budget is not met
         self._refused_seconds = 0.0  # planning spent on refusals since the last plan made
-        self.params = 0  # the first forward inputs that are parameters, each gradient added in by the backward
-                         # itself where ``.grad`` is allocated (fx-generated code: ``accumulate``; set by
-                         # ``module.compile_step``)
+        self.params: tuple[int, ...] = ()  # forward inputs that are parameters, each gradient added in by the
+        self._params: tuple[int, ...] = ()  # backward itself where ``.grad`` is allocated (``accumulate``); this call's
         self.planned: list[Planned] = []
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
         self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
@@ -168,7 +167,7 @@ class Planner:
     def __call__(self, gm: fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int, held: float = 0.0,
                  before: int = 0, tail: float = 0.0, floor: bool | str = False, index: int | None = None,
                  fused: bool | None = None, price: float = 0.0, fallback: bool = False,
-                 **options: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
+                 params: tuple[int, ...] | None = None, **options: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Plan one joint graph. With a byte budget after graph breaks (``chain``): ``held`` bytes are
         held by the ``before`` graphs before it, ``tail`` bytes are needed by those after it while
         its forward's leftovers live; ``floor``: plan at the solver's floor (provisional; ``LEFTOVER``:
@@ -190,12 +189,13 @@ class Planner:
         kw = dict(num_fwd_outputs=num_fwd_outputs, held=held, before=before, tail=tail, floor=floor, index=index,
                   fused=fused, price=price, options=options)
         self._fallback = fallback
+        self._params = self.params if params is None else tuple(params)
         with heap.frozen(), remembering(), progress.task(f"planning the joint graph ({len(gm.graph.nodes)} nodes) within "
                                           f"{self.budget}{', dynamic shapes' if symbolic else ''}"):
             # (the walks of this graph's splits read each value's storages once)
             if not symbolic:
-                fw, bw = self._loss_only(*self._plan_once(gm, joint_inputs, **kw))
-                return fw, accumulate.for_aot(bw)
+                fw, bw = self._plan_once(gm, joint_inputs, **kw)
+                return self._loss_only(fw, accumulate.for_aot(bw))
             called = dynamic.symbols(gm)
             try:
                 fw, bw = self._plan_once(dynamic.hinted(gm, at), joint_inputs, **kw)
@@ -242,8 +242,12 @@ class Planner:
             f"the gradients of the graph's {len(self._unused)} outputs besides the loss are assumed never to come "
             "(only the loss is backpropagated from): not allocated, not counted; a step where one comes runs the "
             "backward as traced, with a warning")
-        bw = tangents.without(bw, self._unused)
-        bw.meta[tangents.ORIGINAL].planned = self.planned[-1]
+        stripped = tangents.without(bw, self._unused)
+        stripped.meta[tangents.ORIGINAL].planned = self.planned[-1]
+        if (acc := bw.meta.get(accumulate.ACCUMULATING)) is not None:  # both forms read no unused tangent
+            stripped.meta[accumulate.ACCUMULATING] = tangents.without(acc, self._unused)
+            stripped.meta[accumulate.ACCUMULATING].meta[tangents.ORIGINAL].planned = self.planned[-1]
+        bw = stripped
         return fw, bw
 
     def _plan_once(self, gm: fx.GraphModule, joint_inputs: Any, **kw: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
@@ -1035,8 +1039,8 @@ class Planner:
             write_over_dying_inputs(sp.backward)
             update_statistics_in_place(sp.forward)
             grads_as_parameters(sp.forward, sp.backward)  # each copied into .grad's layout where made
-            if self._held_grads and self.params and not accumulate.distributed():  # .grad allocated: each added
-                accumulate.in_place(sp.forward, sp.backward, self.params)       # in where made, as eager does
+        if self._held_grads and self._params and not accumulate.distributed():  # .grad allocated: each
+            accumulate.in_place(sp.forward, sp.backward, self._params)         # added in where made, as eager does
         return sp
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
