@@ -7,7 +7,8 @@ the depth, not the batch), fp32 and bf16 autocast, compiled with
 call's seconds (Dynamo, planning, inductor) and the plan's own planning seconds, the plan's
 predicted peak, the step's measured peak (CPU allocator replay, ``remat.measure`` "profiler",
 parameter gradients excluded) against eager's, and the plan's notes. ``--compile`` adds plain
-``torch.compile``'s first call, for scale.
+``torch.compile``'s first call, for scale. ``--plan-cache DIR``: the backend keeps its plans there, so
+a second run with it times a restarted run's first call (plans loaded, not searched).
 
     python bench/bench_cnn_planning.py --dtypes bf16,fp32 --budget 50% --out bench/results/cnn_planning_cpu
 """
@@ -64,7 +65,7 @@ def run(dtype_name: str, args: argparse.Namespace) -> dict:
         torch._dynamo.reset()
         row["compile_first_call_s"] = first_call(task(torch.compile(copy.deepcopy(model))), inputs)
     torch._dynamo.reset()
-    backend = remat.backend(budget=args.budget, compiler="inductor")
+    backend = remat.backend(budget=args.budget, compiler="inductor", plan_cache=args.plan_cache)
     net = task(torch.compile(copy.deepcopy(model), backend=backend))
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--side", type=int, default=224)
     ap.add_argument("--compile", action="store_true", help="time plain torch.compile's first call too")
+    ap.add_argument("--plan-cache", type=Path, default=None,
+                    help="remat.backend's plan_cache: run twice with it to time a restarted run's first call")
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args(argv)
     args.depths = [int(d) for d in args.depths.split(",")]

@@ -68,7 +68,9 @@ class PlanCache:
     def path(self, key: str) -> Path:
         return self.directory / f"{key}.json"
 
-    def load(self, key: str) -> dict | None:
+    def load(self, key: str, kinds: tuple[str, ...] = ("plan",)) -> dict | None:
+        """The entry stored under ``key`` holding one of ``kinds`` (a plan; the backend's: or a refusal),
+        None when there is none (or it is unreadable: a warning says so)."""
         path = self.path(key)
         if not path.exists():
             return None
@@ -77,7 +79,8 @@ class PlanCache:
         except (OSError, ValueError) as e:
             warnings.warn(f"remat: cannot read the cached plan {path} ({e}); planning again", stacklevel=4)
             return None
-        return entry if isinstance(entry, dict) and entry.get("format") == FORMAT and "plan" in entry else None
+        return (entry if isinstance(entry, dict) and entry.get("format") == FORMAT and any(k in entry for k in kinds)
+                else None)
 
     def store(self, key: str, entry: dict) -> Path:
         path = self.path(key)

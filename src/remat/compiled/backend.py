@@ -416,7 +416,7 @@ def _input_grad_bytes(inputs: list) -> float:
 
 
 def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor", mode: str = "time",
-            cost: str = DEFAULT_COST, gradients: str = "auto") -> RematBackend:
+            cost: str = DEFAULT_COST, gradients: str = "auto", plan_cache: Any = None) -> RematBackend:
     """A torch.compile backend planning each graph within ``budget`` with ``solver``.
 
     ``cost``: the op cost model (``remat.compiled.costs``): ``"roofline"`` (seconds from the
@@ -425,7 +425,9 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     elsewhere). ``gradients``: "allocated" where the parameters' ``.grad`` exists before each step
     (gradient accumulation, DDP, ``zero_grad(set_to_none=False)``): the compiled backward's returned
     gradients are then held until it ends, and the plan counts them; "none"; "auto": as
-    ``remat.measure`` steps, allocated on CUDA."""
+    ``remat.measure`` steps, allocated on CUDA. ``plan_cache``: a directory where each graph's plan
+    is stored, and loaded from when the same graph is compiled under the same terms (a restarted
+    run): no planning then (``remat.compiled.storedplans``)."""
     from .costs import check
 
     check(cost)
@@ -436,7 +438,8 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     candidates(solver)  # unknown solver names raise here, not inside torch.compile
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
     return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False,
-                                fused=compiler == "inductor", loss_only=True, gradients=gradients), compiler)
+                                fused=compiler == "inductor", loss_only=True, gradients=gradients,
+                                cache=plan_cache), compiler)
 
 
 def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> Any:

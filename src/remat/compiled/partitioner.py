@@ -29,7 +29,7 @@ from ..errors import InfeasibleError, RematError
 from ..measure import held_gradients
 from ..plan import Plan
 from ..simulate import Simulation
-from . import accumulate, batchnorm, castcache, costs, fusedcost, fusionguard, tangents
+from . import accumulate, batchnorm, castcache, costs, fusedcost, fusionguard, storedplans, tangents
 from .chain import with_tail, without_tail
 from .codefloor import CodeFloor, code_floor
 from .codepeak import CodePeak, code_peak
@@ -129,13 +129,18 @@ class Planner:
     whether ``.grad`` is allocated before each step ("allocated": gradient accumulation, DDP,
     ``zero_grad(set_to_none=False)``; "none"; "auto": as ``remat.measure`` steps on the graph's
     device, allocated on CUDA): where it is, the returned gradients count until the backward ends.
+    ``cache``: a directory where each graph's plan (or refusal) is kept and loaded from (``storedplans``).
     """
 
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = DEFAULT_COST,
                  vanilla: float | None = None, device: Any = None, name: str = "model",
                  planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None,
-                 fused: bool = False, loss_only: bool = False, gradients: str = "auto") -> None:
+                 fused: bool = False, loss_only: bool = False, gradients: str = "auto", cache: Any = None) -> None:
+        from ..plancache import PlanCache
+
         held_gradients(gradients, None)  # (a bad value fails here)
+        self.cache = PlanCache(cache) if cache is not None else None  # plans kept on disk (``storedplans``)
+        self._disk: str | None = None  # this call's file name in it
         self.budget = budget
         self.gradients = gradients  # parameter gradients allocated before the step? (``measure.held_gradients``)
         self._held_grads = False    # this call's
@@ -252,13 +257,15 @@ class Planner:
 
     def _plan_once(self, gm: fx.GraphModule, joint_inputs: Any, **kw: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """``_plan``, its refusal kept for the same graph and terms (``_again``)."""
-        self._key = None
+        self._key, self._disk = None, None
         started, count = time.perf_counter(), len(self.planned)
         try:
             made = self._plan(gm, joint_inputs, **kw)
         except InfeasibleError as e:
             if self._key is not None:
                 self._made[self._key] = e
+            if self._disk is not None:
+                self.cache.store(self._disk, storedplans.refusal_entry(e))
             self._refused_seconds += time.perf_counter() - started
             raise
         if self._refused_seconds and len(self.planned) > count:  # the attempt the caller retried otherwise (inductor's layout optimization off)
@@ -322,6 +329,14 @@ class Planner:
         self._key = made_for
         if (again := self._again(jg, made_for, vanilla, held, tail, floor, started)) is not None:
             return again
+        if self.cache is not None:
+            import torch._inductor.config as inductor_config
+
+            self._disk = storedplans.key(made_for, cost=self.cost, device=str(device), held_grads=self._held_grads,
+                                         params=self._params, layout=inductor and inductor_config.layout_optimization)
+            if (loaded := self._load(jg, gm, joint_inputs, options, vanilla, target, started, held=held, tail=tail,
+                                     provisional=bool(floor))) is not None:
+                return loaded
         pg = with_tail(graph, tail) if tail > 0 else graph  # the graph the solvers plan on
         if tail > 0:
             notes.append(f"the graphs after this one need {tail:.0f} bytes while its forward's leftovers live")
@@ -386,6 +401,9 @@ class Planner:
         choice.plan.stats.update(graph=fingerprint(graph), target=target)  # what a stored plan is checked by
         if steps:  # (inductor's own partition, no remat schedule, is not kept: it is made again)
             self._made[made_for] = (choice, steps, prediction, list(notes), code.peak)
+        if self._disk is not None:
+            self.cache.store(self._disk, storedplans.plan_entry(choice.plan, notes, code.peak,
+                                                                time.perf_counter() - started, partition=not steps))
         kept_bytes = sum(graph[v].mem for v in _kept(graph, steps)) if steps else code.saved
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
@@ -420,12 +438,12 @@ class Planner:
              vanilla: float, target: float, started: float, notes: list[str],
              **more: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Record a plan made before (stored, or kept by ``_again``), split as ``sp``, and hand
-        back its two graphs."""
-        kept_bytes = sum(jg.graph[v].mem for v in _kept(jg.graph, steps))
+        back its two graphs (no ``steps``: inductor's own partition, ``_partition``)."""
+        kept_bytes = sum(jg.graph[v].mem for v in _kept(jg.graph, steps)) if steps else code.saved
+        seconds = self._recompute_time(jg, steps, prediction, sp) if steps else plan.stats.get("recompute_time")
         self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
-                                    kept_bytes=kept_bytes, notes=notes, code=code,
-                                    recompute_time=self._recompute_time(jg, steps, prediction, sp), **more))
+                                    kept_bytes=kept_bytes, notes=notes, code=code, recompute_time=seconds, **more))
         self._guard(jg, sp, code)
         return sp.forward, sp.backward
 
@@ -917,8 +935,29 @@ class Planner:
         Why what each saves: remat's plan fills the budget with values inductor recomputes inside its
         kernels for nothing but their reads (the CPU's Llama bf16 at the same peak: 0.174 against
         0.255 ms recomputed, 3.8 MB more saved, 0.964x against 0.919x torch.compile's step)."""
+        own = self._partition(jg, gm, joint_inputs, options, target)
+        if own is None:
+            return None
+        theirs, cost, seconds = own[4], own[0].recompute_cost, own[0].plan.stats["recompute_time"]
+        if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
+            return None
+        if than is None:
+            if theirs.peak > code.peak:
+                return None
+        elif seconds is not None and than[1] is not None:  # with what each saves moved (``saved_seconds``)
+            if seconds + fusedcost.saved_seconds(jg, theirs.saved, self.device) >= \
+                    than[1] + fusedcost.saved_seconds(jg, code.saved, self.device):
+                return None
+        elif cost >= than[0]:
+            return None
+        own[0].plan.stats["saving_everything"] = {"peak": code.peak, "after_forward": code.after_forward}
+        return own
+
+    def _partition(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict,
+                   target: float) -> tuple | None:
+        """Inductor's own partition of ``gm`` as ``_min_cut``'s choice, schedule (none), prediction,
+        split and code peak; None where it fails."""
         from ..optimize import Choice
-        from ..plan import Plan
 
         from . import dynamic
 
@@ -930,28 +969,42 @@ class Planner:
         judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
         theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused,
                            held_grads=self._held_grads)
-        if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
-            return None
         again = _forward_ops_in(jg, bw)
         cost = sum(jg.graph[v].cost * k for v, k in again.items())
         seconds = fusedcost.recompute_seconds(jg, again, self.device) if self.cost in costs.SECONDS else None
-        if than is None:
-            if theirs.peak > code.peak:
-                return None
-        elif seconds is not None and than[1] is not None:  # with what each saves moved (``saved_seconds``)
-            if seconds + fusedcost.saved_seconds(jg, theirs.saved, self.device) >= \
-                    than[1] + fusedcost.saved_seconds(jg, code.saved, self.device):
-                return None
-        elif cost >= than[0]:
-            return None
         plan = Plan(solver="inductor-min-cut", budget=target, feasible=True, peak=theirs.peak, recompute_cost=cost,
-                    stats={"chosen": "inductor-min-cut", "recompute_time": seconds, "saved": theirs.saved,
-                           "saving_everything": {
-                        "peak": code.peak, "after_forward": code.after_forward}})
+                    stats={"chosen": "inductor-min-cut", "recompute_time": seconds, "saved": theirs.saved})
         saved = [n.name for n in bw.graph.find_nodes(op="placeholder")]
         split_ = Split(forward=fw, backward=bw, saved=saved, recomputed=len(again), unplanned=0)
         return (Choice(plan=plan, peak=theirs.peak, recompute_cost=cost, planning_budget=target), [],
                 Simulation(peak=theirs.peak, recompute_cost=cost), split_, theirs)
+
+    def _load(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict, vanilla: float,
+              target: float, started: float, **more: Any) -> tuple[fx.GraphModule, fx.GraphModule] | None:
+        """This call's plan from the cache (``storedplans``), split and walked; its refusal raised
+        again. None where there is none, or its code now peaks over what was stored."""
+        from ..runtime import _executed
+
+        entry = self.cache.load(self._disk, kinds=("plan", "refused"))
+        if entry is None:
+            return None
+        if (refused := storedplans.refusal(entry)) is not None:
+            raise refused
+        if entry.get("partition"):
+            own = self._partition(jg, gm, joint_inputs, options, target)
+            if own is None:
+                return None
+            choice, steps, prediction, sp, code = own
+            plan = Plan.from_json(entry["plan"])
+        else:
+            plan = Plan.from_json(entry["plan"])
+            steps, prediction = _executed(jg.graph, plan)
+            sp, code = self._code(jg, steps)
+        if code.peak > entry["peak"] * (1 + 1e-9):
+            return None
+        notes = [*entry["notes"], f"plan cache: loaded {self.cache.path(self._disk)} (planned in "
+                 f"{entry['seconds']:.1f} s when stored), not planned again"]
+        return self._use(jg, plan, steps, prediction, sp, code, vanilla, target, started, notes, **more)
 
     def _floor(self, graph: Any) -> Any:
         """The solver's plan of least executed peak (a provisional plan before later graphs are seen)."""
