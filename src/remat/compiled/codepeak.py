@@ -46,7 +46,7 @@ from torch.multiprocessing.reductions import StorageWeakRef
 
 from .accumulate import GRAD_OF
 from .dynamic import hint, is_symbolic
-from .memo import remember, remembered
+from .memo import recall, remember, remembered
 from .workspace import has_workspace, workspace
 
 
@@ -572,19 +572,25 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
         return {}
     made_by = dict(zip(backward.graph.find_nodes(op="placeholder"), saved))
 
-    def arriving(v: object) -> torch.Tensor | None:
-        """A fake tensor laid out as ``v`` arrives (None: not a 4-D tensor)."""
+    def spec(v: object) -> tuple | None:
+        """How ``v`` arrives: its tensor's shape, strides, dtype and device, and "fx" (as fx lays it
+        out), "input" (the forward's input, copied channels-last) or "made" (computed by the layout-
+        optimized forward: channels-last); None: not a 4-D tensor."""
         ts = _tensors(v.meta.get("val")) if isinstance(v, fx.Node) else []
         if len(ts) != 1 or ts[0].dim() != 4:
             return None
-        t = torch.empty_strided(ts[0].shape, ts[0].stride(), dtype=ts[0].dtype, device=ts[0].device)
         a = made_by.get(v) if v.op == "placeholder" else None
-        if a not in before:
-            return t
-        if a.op == "placeholder":  # the forward's input, copied unless channels-last already
+        how = "fx" if a not in before else "input" if a.op == "placeholder" else "made"
+        return tuple(ts[0].shape), tuple(ts[0].stride()), ts[0].dtype, ts[0].device, how
+
+    def arriving(shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device, how: str) -> torch.Tensor:
+        """A fake tensor laid out as ``spec`` says it arrives."""
+        t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
+        if how == "input":  # the forward's input, copied unless channels-last already
             return t.contiguous(memory_format=torch.channels_last)
-        # a value the forward computes, saved: made channels-last (a 1-channel weight's cast too)
-        return torch.empty_strided(t.shape, make_channels_last_strides_for(t.shape), dtype=t.dtype, device=t.device)
+        if how == "made":  # a value the forward computes, saved: made channels-last (a 1-channel weight's cast too)
+            return torch.empty_strided(shape, make_channels_last_strides_for(shape), dtype=dtype, device=device)
+        return t
 
     def like(t: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
         """``t`` in the stride order of ``grad``, as ``require_stride_order`` lays it out: kept
@@ -598,25 +604,30 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
         return torch.empty_strided(t.shape, FlexibleLayout.stride_ordered(t.shape, order), dtype=t.dtype,
                                    device=t.device)
 
-    out = {}
-    # as inductor asks (``conv_bwd_weight_layout``): fake tensors on the op's device, whose
-    # backend choice (oneDNN on the CPU) sets the gradients' layouts
-    with real_mode(), FakeTensorMode():
-        for n in convs:
-            came = [arriving(a) for a in n.args[:3]]
-            if any(t is None for t in came):
-                continue
+    def decide(specs: list[tuple], rest: tuple, mask: tuple) -> tuple[str, float]:
+        # as inductor asks (``conv_bwd_weight_layout``): fake tensors on the op's device, whose
+        # backend choice (oneDNN on the CPU) sets the gradients' layouts
+        with real_mode(), FakeTensorMode():
+            came = [arriving(*s) for s in specs]
             grad, x, w = came
-            rest = n.args[4:10]
-            if n.args[10][1]:
+            if mask[1]:
                 dw = torch.ops.aten.convolution_backward(grad, x, w, None, *rest, [False, True, False])[1]
                 x, grad = like(x, dw), like(grad, dw)
-            if n.args[10][0]:
+            if mask[0]:
                 dx = torch.ops.aten.convolution_backward(grad, x, w, None, *rest, [True, False, False])[0]
                 grad, w = like(grad, dx), like(w, dx)
             copies = sum(t.numel() * t.element_size() for t, c in zip((grad, x, w), came) if t is not c)
             cl = torch.channels_last in (suggest_memory_format(x), suggest_memory_format(w))
-            out[n] = ("channels_last" if cl else "contiguous", float(copies))
+        return "channels_last" if cl else "contiguous", float(copies)
+
+    out = {}
+    for n in convs:  # (each distinct convolution worked out once while planning: a fifth of a ResNet's walks)
+        specs = [spec(a) for a in n.args[:3]]
+        if any(s is None for s in specs):
+            continue
+        rest = tuple(tuple(a) if isinstance(a, list) else a for a in n.args[4:10])
+        mask = tuple(n.args[10])
+        out[n] = recall(("conv_backward", *specs, rest, mask), lambda: decide(specs, rest, mask))
     return out
 
 

@@ -41,3 +41,18 @@ def remember(val: object, tag: Hashable, compute: Callable[[], Any]) -> Any:
     out = compute()
     _REMEMBERED[key] = (val, out)
     return out
+
+
+def recall(key: Hashable, compute: Callable[[], Any]) -> Any:
+    """``compute()``, worked out once per ``key`` (a fact of plain values: shapes, strides, dtypes)
+    within ``remembering``; computed each time outside it, or where the key cannot be hashed (a
+    symbolic size)."""
+    if _REMEMBERED is None:
+        return compute()
+    try:
+        hit = _REMEMBERED.get(("recall", key))
+    except TypeError:
+        return compute()
+    if hit is None:
+        hit = _REMEMBERED[("recall", key)] = (None, compute())
+    return hit[1]
