@@ -54,13 +54,19 @@ def test_a_graph_compiled_again_loads_its_plan_and_runs_it(tmp_path, monkeypatch
     """The second compile searches nothing (``_fit`` fails the test), runs the stored schedule with
     the same prediction, and its gradients are the first's (bitwise with fx code; to inductor's
     rounding otherwise). At "100%" under inductor the stored choice is inductor's own partition,
-    made again."""
+    made again. Under inductor the partitioner's cache key is the same for both, so inductor's own
+    cache of compiled graphs serves the second (its forward and backward)."""
     first, grads = _compiled(_mlp(), budget, compiler, tmp_path)
     (entry,) = [json.loads(f.read_text()) for f in tmp_path.glob("*.json")]
     assert entry["partition"] == (budget == "100%") and not _loaded(first)
     _no_search(monkeypatch)
+    from torch._dynamo.utils import counters
+
+    counters.clear()
     again, regrads = _compiled(_mlp(), budget, compiler, tmp_path)
     assert _loaded(again) and len(list(tmp_path.glob("*.json"))) == 1
+    if compiler == "inductor" and torch._inductor.config.fx_graph_cache:  # inductor's compiled graphs serve it
+        assert counters["inductor"]["fxgraph_cache_hit"] >= 2
     a, b = first.planner.planned[-1], again.planner.planned[-1]
     assert a.steps == b.steps and a.plan.stats["chosen"] == b.plan.stats["chosen"]
     assert again.report[-1]["predicted_peak"] == first.report[-1]["predicted_peak"]

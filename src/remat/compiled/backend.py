@@ -342,14 +342,14 @@ class RematBackend:
             first = functools.partial(part, fallback=True) if fallback else part
             try:
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, first, key)), \
-                        tangents.no_zero_grads(planned), unaliased_donations():
+                        tangents.no_zero_grads(planned), unaliased_donations(), _partitioned_each_time(self.planner):
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(state), config_patches=config_patches())
             except InfeasibleError as e:
                 if not fallback:
                     raise
                 key += ":layout=off"
                 with inductor_config.patch(custom_partitioner_fn=_inductor_partitioner(self.planner, part, key)), \
-                        tangents.no_zero_grads(planned), unaliased_donations():
+                        tangents.no_zero_grads(planned), unaliased_donations(), _partitioned_each_time(self.planner):
                     fn = compile_fx(gm, inputs, inner_compile=inner_compile(state),
                                     config_patches={**config_patches(), "layout_optimization": False})
                 if len(self.planner.planned) > made:
@@ -442,6 +442,18 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
                                 cache=plan_cache), compiler)
 
 
+def _partitioned_each_time(planner: Planner) -> Any:
+    """With a plan cache, inductor's partitioner key is the same in a restarted run, so inductor's
+    own caches of compiled graphs serve it; AOTAutograd's would hand back a partition without
+    calling the planner, which records each graph's plan: that one is off (the plan cache makes
+    partitioning cheap)."""
+    import contextlib
+
+    if planner.cache is None:
+        return contextlib.nullcontext()
+    return torch._functorch.config.patch(enable_autograd_cache=False)
+
+
 def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> Any:
     from torch._inductor.custom_graph_pass import CustomPartitionerFn
 
@@ -452,9 +464,13 @@ def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> An
             kwargs.pop("compiler", None)
             return partition(gm, joint_inputs, **kwargs)
 
-        def uuid(self) -> Any:
+        def uuid(self) -> Any:  # with a plan cache, the same in every process using it (``_partitioned_each_time``)
+            from .. import __version__
+
+            made_by = (f"{planner.cache.directory.resolve()}:remat {__version__}" if planner.cache is not None
+                       else id(planner))
             return (f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{planner.gradients}:"
-                    f"{id(planner)}:{key}")
+                    f"{made_by}:{key}")
 
         def __reduce__(self) -> Any:  # inductor pickles its config into cache keys: the uuid stands for it
             return (str, (self.uuid(),))

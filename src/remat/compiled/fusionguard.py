@@ -44,6 +44,14 @@ class Guard:
     vetoed: int = 0
     _state: dict[int, Any] = field(default_factory=dict, repr=False)
 
+    def __deepcopy__(self, memo: dict) -> "Guard":  # (AOTAutograd copies a backward before compiling it: shared)
+        return self
+
+    def __reduce__(self) -> Any:
+        """Inductor pickles a graph's meta into its cache key: the guard as stable text (a set of
+        strings pickles in an order that changes per process, and no compiled graph would be found again)."""
+        return (str, (f"remat.guard:{self.limit!r}:{list(self.live.items())!r}:{sorted(self.local)!r}",))
+
     def allows(self, scheduler: Any, node1: Any, node2: Any) -> bool:
         """Whether fusing ``node1`` and ``node2`` keeps every kernel within ``limit``."""
         _, live, out, names = self._of(scheduler)

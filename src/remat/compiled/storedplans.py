@@ -13,6 +13,12 @@ A later compile of the same graph loads the entry: the plan is split again and i
 walk peaks no higher than it did when stored; otherwise (remat's code changed) it is planned again
 and the file replaced. A stored refusal is raised again as made, so the attempt inductor retries
 without its layout optimization is not searched again either.
+
+Under inductor the cache serves inductor's own caches too: the partitioner's key in inductor's
+config names the plan cache instead of the planner object, so a restarted run's graphs, split as
+before, are found among inductor's compiled graphs (``backend._partitioned_each_time``; remat's
+meta on a graph, pickled into that key, reduces to stable text: ``fusionguard.Guard``,
+``tangents.Assumed``).
 """
 
 from __future__ import annotations
