@@ -990,20 +990,19 @@ class Planner:
             return None
         if (refused := storedplans.refusal(entry)) is not None:
             raise refused
-        if entry.get("partition"):
+        plan = Plan.from_json(entry["plan"])
+        if entry.get("partition"):  # inductor's own: made again
             own = self._partition(jg, gm, joint_inputs, options, target)
             if own is None:
                 return None
-            choice, steps, prediction, sp, code = own
-            plan = Plan.from_json(entry["plan"])
+            _, steps, prediction, sp, code = own
         else:
-            plan = Plan.from_json(entry["plan"])
             steps, prediction = _executed(jg.graph, plan)
             sp, code = self._code(jg, steps)
-        if code.peak > entry["peak"] * (1 + 1e-9):
+        if not code.peak <= float(entry.get("peak", -1.0)) * (1 + 1e-9):
             return None
-        notes = [*entry["notes"], f"plan cache: loaded {self.cache.path(self._disk)} (planned in "
-                 f"{entry['seconds']:.1f} s when stored), not planned again"]
+        notes = [*entry.get("notes", []), f"plan cache: loaded {self.cache.path(self._disk)} (planned in "
+                 f"{float(entry.get('seconds', 0.0)):.1f} s when stored), not planned again"]
         return self._use(jg, plan, steps, prediction, sp, code, vanilla, target, started, notes, **more)
 
     def _floor(self, graph: Any) -> Any:
