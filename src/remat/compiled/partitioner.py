@@ -935,12 +935,10 @@ class Planner:
         Why what each saves: remat's plan fills the budget with values inductor recomputes inside its
         kernels for nothing but their reads (the CPU's Llama bf16 at the same peak: 0.174 against
         0.255 ms recomputed, 3.8 MB more saved, 0.964x against 0.919x torch.compile's step)."""
-        own = self._partition(jg, gm, joint_inputs, options, target)
+        own = self._partition(jg, gm, joint_inputs, options, target, tail)
         if own is None:
             return None
         theirs, cost, seconds = own[4], own[0].recompute_cost, own[0].plan.stats["recompute_time"]
-        if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
-            return None
         if than is None:
             if theirs.peak > code.peak:
                 return None
@@ -954,9 +952,9 @@ class Planner:
         return own
 
     def _partition(self, jg: JointGraph, gm: fx.GraphModule, joint_inputs: Any, options: dict,
-                   target: float) -> tuple | None:
+                   target: float, tail: float) -> tuple | None:
         """Inductor's own partition of ``gm`` as ``_min_cut``'s choice, schedule (none), prediction,
-        split and code peak; None where it fails."""
+        split and code peak; None where it fails, or its code does not fit ``target`` (and ``tail``)."""
         from ..optimize import Choice
 
         from . import dynamic
@@ -969,6 +967,8 @@ class Planner:
         judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
         theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused,
                            held_grads=self._held_grads)
+        if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
+            return None
         again = _forward_ops_in(jg, bw)
         cost = sum(jg.graph[v].cost * k for v, k in again.items())
         seconds = fusedcost.recompute_seconds(jg, again, self.device) if self.cost in costs.SECONDS else None
@@ -992,7 +992,7 @@ class Planner:
             raise refused
         plan = Plan.from_json(entry["plan"])
         if entry.get("partition"):  # inductor's own: made again
-            own = self._partition(jg, gm, joint_inputs, options, target)
+            own = self._partition(jg, gm, joint_inputs, options, target, more["tail"])
             if own is None:
                 return None
             _, steps, prediction, sp, code = own
