@@ -984,6 +984,24 @@ def test_backend_inductor_takes_inductors_own_partition_when_it_holds_less_than_
     torch._dynamo.reset()
 
 
+def test_backend_inductor_at_100_percent_takes_the_lower_of_two_plans_over_it():
+    """"100%" recomputes nothing; with ``.grad`` allocated, a tiny HF ResNet's inductor code saving every
+    value peaks over it (its channels-last copies), and so does inductor's own partition, lower: the
+    partition is taken (it had been dropped for not fitting, and the higher one run), and its
+    measured peak is the predicted one."""
+    model = _hf_vision("resnet")
+    inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
+    torch._dynamo.reset()
+    be = remat.backend(budget="100%", compiler="inductor", gradients="allocated")
+    peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler", gradients="allocated").peak
+    (rep,) = be.report
+    assert rep["chosen"] == "inductor-min-cut"
+    everything = be.planner.planned[-1].plan.stats["saving_everything"]["peak"]
+    assert rep["budget"] < rep["predicted_peak"] < everything
+    assert abs(peak - rep["predicted_peak"]) <= 0.01 * peak
+    torch._dynamo.reset()
+
+
 def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     """Under bf16 autocast, recomputing a log-softmax from the bf16 logits costs three fp32
     buffers in the planning graph's terms and none in inductor's fused code: below every

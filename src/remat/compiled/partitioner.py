@@ -371,11 +371,15 @@ class Planner:
             elif (low := self._cheap_floor(jg, pg, tail, price, code, notes) if price > 0 else None) is not None:
                 choice, steps, prediction, sp, code = low
             elif inductor:  # (after every split: inductor's partitioner edits the joint graph)
-                own = self._min_cut(jg, gm, joint_inputs, options, target, tail, code)
+                # "100%" whose code saving everything is over it: inductor's partition where it peaks lower
+                over = max(code.peak, code.after_forward + tail) > target * (1 + CODE_SLACK)
+                own = self._min_cut(jg, gm, joint_inputs, options, code.peak if over else target, tail, code)
                 if own is not None:
                     choice, steps, prediction, sp, code = own
                     notes.append("inductor's own partitioner (torch.compile's default) fits, at a peak no higher "
-                                 "than saving everything: its partition is used")
+                                 "than saving everything: its partition is used" if not over else
+                                 "saving everything peaks over the budget, and so does inductor's own partitioner "
+                                 "(torch.compile's default), lower: its partition is used")
         recompute_time: Any = NOT_YET  # the report's predicted seconds, where the min-cut comparison made them
         if not floor and choice is None:
             choice, steps, prediction, sp, code = self._fit(jg, pg, target, tail, base, relative, vanilla,
