@@ -993,6 +993,7 @@ class Planner:
         if entry is None:
             return None
         if (refused := storedplans.refusal(entry)) is not None:
+            self._disk = None  # (stored already: ``_plan_once`` writes it no second time)
             raise refused
         plan = Plan.from_json(entry["plan"])
         if entry.get("partition"):  # inductor's own: made again
