@@ -131,7 +131,8 @@ class Run:
         return [p.grad for p in base.parameters()]
 
     def grad_diff(self, task: Task, base: nn.Module) -> float:
-        worst = heldout.grad_difference(self.grads(task, base), self.reference or [])
+        worst = heldout.grad_difference(self.grads(task, base), self.reference or [],
+                                        heldout.grad_floor(self.dtype))
         base.zero_grad(set_to_none=True)
         return worst
 
@@ -170,7 +171,7 @@ class Run:
                 row["grad_diff"] = 0.0
             elif inductor and self.random and self.args.grads_rng == "eager":
                 grads = heldout.second_step_grads(lambda: make()[:2], lambda again: self.step(self.task(again)))
-                row["grad_diff"] = heldout.grad_difference(grads, self.reference or [])
+                row["grad_diff"] = heldout.grad_difference(grads, self.reference or [], heldout.grad_floor(self.dtype))
                 row["grads_rng"] = "eager"
             else:
                 row["grad_diff"] = self.grad_diff(task, base)

@@ -233,6 +233,16 @@ def test_grad_difference_compares_a_rounding_sized_gradient_at_the_floor():
     assert heldout.grad_difference([torch.zeros(2)], [torch.zeros(2)]) == 0.0
 
 
+def test_grad_floor_follows_the_autocast_dtype():
+    assert heldout.grad_floor(None) == heldout.GRAD_FLOOR
+    assert heldout.grad_floor(torch.bfloat16) == 2.0 ** -10  # bf16's epsilon 2**-7, an eighth of it
+    # HF ViT's key bias under bf16: rounding at 2.6e-6 of the largest gradient, 150% apart in two codes
+    big, bias = torch.tensor([0.7]), torch.tensor([2.6e-6 * 0.7])
+    assert heldout.grad_difference([big, bias * -0.5], [big, bias]) > 1.0
+    got = heldout.grad_difference([big, bias * -0.5], [big, bias], heldout.grad_floor(torch.bfloat16))
+    assert got == pytest.approx(1.5 * 2.6e-6 * 2 ** 10, rel=1e-4)
+
+
 def test_draws_random_sees_dropout_in_training_only_and_puts_the_generator_back():
     from torch import nn
 

@@ -251,6 +251,10 @@ def _inputs(kind: str, fields: dict[str, Any], seed: int) -> dict[str, Any]:
     return {"pixel_values": torch.randn(2, 3, fields["image_size"], fields["image_size"], generator=gen)}
 
 
+def _dtype(dtype: str) -> torch.dtype | None:
+    return torch.bfloat16 if dtype == "bf16" else None
+
+
 def _autocast(dtype: str) -> Any:
     return torch.autocast("cpu", torch.bfloat16) if dtype == "bf16" else contextlib.nullcontext()
 
@@ -329,9 +333,9 @@ def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]
     row["grads_equal"] = all(a is not None and torch.equal(a, b) for a, b in pairs)
     row["grads_compared"] = len(pairs)
     if not row["grads_equal"]:
-        from .heldout import grad_difference
+        from .heldout import grad_difference, grad_floor
 
-        row["grad_diff"] = grad_difference(*zip(*pairs))
+        row["grad_diff"] = grad_difference(*zip(*pairs), floor=grad_floor(_dtype(dtype)))
     row["notes"] = list(report.notes)
     block = _per_block(name, ref, inputs, dtype)
     if block is not None:
@@ -353,11 +357,12 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     from torch._dynamo.exc import BackendCompilerFailed
 
     from ..measure import measure
-    from .heldout import draws_random, grad_difference, raise_dynamo_limits, second_step_grads
+    from .heldout import draws_random, grad_difference, grad_floor, raise_dynamo_limits, second_step_grads
 
     raise_dynamo_limits()
     model, inputs, source = build(name)
     row: dict[str, Any] = {"model": name, "source": source, "dtype": dtype, "fraction": fraction}
+    floor = grad_floor(_dtype(dtype))
 
     def peak(net: torch.nn.Module) -> float:
         with _autocast(dtype):
@@ -409,7 +414,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
     # numbers, which a float64 copy may draw otherwise (stochastic depth's ``rand`` does)
     truth = None if row["eager_rng"] else _fp64_grads(model, inputs)
     if truth is not None:
-        row["eager_grad_err"] = grad_difference(eager, truth)
+        row["eager_grad_err"] = grad_difference(eager, truth, floor)
 
     def grads(net: Any, base: torch.nn.Module, make: Any) -> list:
         if row["eager_rng"]:
@@ -423,7 +428,7 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
         base = copy.deepcopy(model)
         return torch.compile(base, backend=remat.backend(budget=int(row["budget"]), compiler="inductor")), base
 
-    row["grad_diff"] = grad_difference(grads(net, ours, remat_net), eager)
+    row["grad_diff"] = grad_difference(grads(net, ours, remat_net), eager, floor)
     torch._dynamo.reset()
     compiled = torch.compile(peer)
     row["compile_first_step_seconds"] = first(compiled)
@@ -433,6 +438,6 @@ def check_compiled(name: str, fraction: float = 0.5, dtype: str = "fp32") -> dic
         base = copy.deepcopy(model)
         return torch.compile(base), base
 
-    row["compile_grad_diff"] = grad_difference(grads(compiled, peer, peer_net), eager)
+    row["compile_grad_diff"] = grad_difference(grads(compiled, peer, peer_net), eager, floor)
     torch._dynamo.reset()
     return row

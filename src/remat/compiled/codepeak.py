@@ -847,6 +847,28 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     return peak, key_of
 
 
+def returned_channels_last(a: fx.Node, convs: dict, channels_last: bool) -> bool:
+    """Whether inductor's backward returns the gradient ``a`` channels-last where its parameter is
+    not (``_restrided``): made by a convolution backward it runs channels-last
+    (``convs``, ``conv_backwards``), or, under the layout optimization (``channels_last``), by any
+    kernel; not where the graph copies it into a memory format itself (``gradlayout``)."""
+    if a.target is torch.ops.aten.clone.default and a.kwargs.get("memory_format") is not None:
+        return False
+    made = a.args[0] if a.target is operator.getitem else None
+    layout = convs[made][0] if made in convs else "channels_last" if channels_last else "fx"
+    return layout == "channels_last" and _restrided(a)
+
+
+def inductor_restrided(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs: int) -> list[int]:
+    """Positions of the gradients inductor's backward returns channels-last (``returned_channels_last``)."""
+    out_f = next(iter(forward.graph.find_nodes(op="output")))
+    saved = [a for a in list(out_f.args[0])[num_fwd_outputs:] if isinstance(a, fx.Node)]
+    channels_last = layout_optimized(forward)
+    convs = conv_backwards(forward, backward, saved)
+    outs = _flat_outputs(next(iter(backward.graph.find_nodes(op="output"))))
+    return [j for j, a in enumerate(outs) if isinstance(a, fx.Node) and returned_channels_last(a, convs, channels_last)]
+
+
 def _restrided(n: fx.Node) -> bool:
     """A gradient inductor returns channels-last (layout optimization) for a 4-D parameter whose
     kernel is more than 1x1: its strides are not the parameter's, so autograd copies it into
@@ -940,16 +962,11 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     grads = {a for a in pytree.tree_leaves(out_b.args) if isinstance(a, fx.Node)}
     convs = conv_backwards(forward, backward, saved_nodes) if fused else {}
 
-    def channels_last_grad(a: fx.Node) -> bool:  # a weight gradient of a convolution backward run channels-last
-        made = a.args[0] if a.target is operator.getitem else None
-        layout = convs[made][0] if made in convs else "channels_last" if channels_last else "fx"
-        return layout == "channels_last" and _restrided(a)
-
     primals = list(forward.graph.find_nodes(op="placeholder"))
     copied_out = set() if fused else {a for j, a in enumerate(_flat_outputs(out_b)) if isinstance(a, fx.Node)
                                       and j < len(primals) and _breaks_layout_contract(a, primals[j])}
     returned = frozenset() if held_grads else frozenset(
-        ref for a in grads if not channels_last_grad(a) and a not in copied_out for ref, _ in _storages(a))
+        ref for a in grads if not returned_channels_last(a, convs, channels_last) and a not in copied_out for ref, _ in _storages(a))
     bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated),
                         channels_last=channels_last, convs=convs, trace=None if traces is None else traces["backward"])
     if traces is not None:

@@ -1096,6 +1096,8 @@ class Planner:
             write_over_dying_inputs(sp.backward)
             update_statistics_in_place(sp.forward)
             grads_as_parameters(sp.forward, sp.backward)  # each copied into .grad's layout where made
+        else:  # inductor's channels-last weight gradients, copied where made (``gradlayout``)
+            grads_as_parameters(sp.forward, sp.backward, jg.num_fwd_outputs)
         if self._held_grads and self._params and not accumulate.distributed():  # .grad allocated: each
             accumulate.in_place(sp.forward, sp.backward, self._params)         # added in where made, as eager does
         return sp
