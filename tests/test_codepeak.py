@@ -261,18 +261,23 @@ def _conv_graph():
     return make_fx(f, tracing_mode="fake")(torch.randn(2, 4, 8, 8), torch.randn(4, 4, 3, 3), torch.randn(4, 4, 1, 1))
 
 
-def test_inputs_a_convolution_reads_are_copied_channels_last():
-    """With inductor's layout optimization (any convolution, on the CPU) a 4-D input upstream of a
-    convolution is copied to channels-last when the graph starts; a 1x1 weight already is."""
-    from remat.compiled.codepeak import _walk, channels_last_copies
+def test_an_input_a_convolution_reads_is_copied_channels_last_while_it_runs():
+    """With inductor's layout optimization (any convolution, on the CPU) remat's code leaves its
+    graph's inputs as they come (``fusion.uncopied_inputs``): a convolution reading a 4-D input
+    that is not channels-last copies it while it runs, and the saved input is the input itself,
+    no new memory. A 1x1 weight already is channels-last."""
+    from remat.compiled.codepeak import _walk, fx_layout_inputs
 
     gm = _conv_graph()
-    copied = channels_last_copies(gm)
-    assert {n.name for n in copied} == {"x_1", "w3_1"}
+    inputs = fx_layout_inputs(gm)
+    assert {n.name for n in inputs} == {"x_1", "w3_1"}
     out = next(n for n in gm.graph.nodes if n.op == "output")
-    plain, _ = _walk(gm.graph, {}, set(out.all_input_nodes), fused=True)
-    walked, _ = _walk(gm.graph, {}, set(out.all_input_nodes), fused=True, copied=frozenset(copied))
-    assert walked - plain == (2 * 4 * 8 * 8 + 4 * 4 * 3 * 3) * 4  # both copies, saved: new memory
+    plain: list = []
+    walked: list = []
+    _walk(gm.graph, {}, set(out.all_input_nodes), fused=True, channels_last=True, trace=plain)
+    _walk(gm.graph, {}, set(out.all_input_nodes), fused=True, channels_last=True, fx_inputs=inputs, trace=walked)
+    diff = {name: b - a for (name, a), (_, b) in zip(plain, walked)}
+    assert diff == {"convolution": (2 * 4 * 8 * 8 + 4 * 4 * 3 * 3) * 4, "convolution_1": 0}
 
 
 def test_a_convolution_workspace_is_what_it_allocates_beyond_its_outputs(tmp_path, monkeypatch):

@@ -1773,15 +1773,17 @@ def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypat
 
 @EXTENDED
 def test_backend_inductor_percentage_below_its_channels_last_floor_compiles_without_the_layout_optimization():
-    """A percentage the channels-last code cannot meet (the HF ResNet's: over its vanilla peak,
-    the convolutions' input copies included) is met without the layout optimization, with no
-    warning, as a byte budget is; before, that code's plan ran over the budget with a warning."""
+    """A percentage the channels-last code cannot meet is met without the layout optimization, with
+    no warning, as a byte budget is; before, that code's plan ran over the budget with a warning.
+    This HF ResNet's code meets 71.8% of its simulated vanilla peak without the optimization and
+    73-74% with it (once 100%: it copied and saved its inputs channels-last, ``fusion.uncopied_inputs``);
+    72.5% is between."""
     import warnings
 
     torch._dynamo.reset()
     model = _hf_vision("resnet")
     inputs = {"pixel_values": torch.randn(8, 3, 32, 32), "labels": torch.randint(0, 10, (8,))}
-    be = remat.backend(budget="80%", solver="auto", compiler="inductor")
+    be = remat.backend(budget="72.5%", solver="auto", compiler="inductor")
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message="remat")
         peak = measure(LossStep(torch.compile(model, backend=be)), inputs, method="profiler").peak

@@ -466,11 +466,12 @@ def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> An
 
         def uuid(self) -> Any:  # with a plan cache, the same in every process using it (``_partitioned_each_time``)
             from .. import __version__
+            from .inductor_fixes import cache_key
 
             made_by = (f"{planner.cache.directory.resolve()}:remat {__version__}" if planner.cache is not None
                        else id(planner))
             return (f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{planner.gradients}:"
-                    f"{made_by}:{key}")
+                    f"{made_by}:{key}:{cache_key()}")
 
         def __reduce__(self) -> Any:  # inductor pickles its config into cache keys: the uuid stands for it
             return (str, (self.uuid(),))

@@ -23,10 +23,10 @@ op) reads or makes, and the graphs' outputs (saved values, gradients), are buffe
 kernel writes its output over a buffer it reads for the last time at the index it writes, of the
 same dtype and size (inductor's in-place reuse: in fp32 a Llama's log-softmax gradient takes the
 saved logits' storage, 8 MiB of a 25 MiB peak). Around convolutions (inductor's layout
-optimization): inputs copied channels-last, a reshape of a channels-last value for an extern
-kernel is a copy, a pooled operand gets a buffer, a scatter computes its zeros in its own buffer,
-and a returned 3x3 weight gradient is a temporary until autograd copies it into ``.grad`` (in
-eager code: any returned gradient whose strides are not its parameter's).
+optimization): a graph input a convolution reads is copied channels-last while the convolution
+runs (``fusion.uncopied_inputs``), a reshape of a channels-last value for an extern kernel is a
+copy, a pooled operand gets a buffer, a scatter computes its zeros in its own buffer, and a
+returned gradient whose strides are not its parameter's is copied where made (``gradlayout``).
 Convolutions and bf16 matmuls count their workspaces while they run, fused or not
 (``workspace``). A model of inductor's fusion, not its scheduler: ``bench/bench_compiled.py``
 compares it with the measured peak of the compiled code (ViT, GPT-2, Llama and ResNet on the
@@ -152,6 +152,7 @@ _EXTERN_OPS: dict[object, bool] = {}  # overload -> ``_extern`` (a walk asks onc
 # for a ResNet-152's planning)
 
 
+_CONVOLUTIONS = frozenset({torch.ops.aten.convolution.default, torch.ops.aten.convolution_backward.default})
 _SCATTERS = ("scatter", "scatter_add", "scatter_reduce", "index_put", "_unsafe_index_put")
 
 
@@ -509,31 +510,22 @@ def layout_optimized(gm: fx.GraphModule) -> bool:
         return False
 
 
-def channels_last_copies(gm: fx.GraphModule) -> set[fx.Node]:
-    """The inputs inductor copies to channels-last before its graph runs: with its layout
-    optimization on (any convolution on the CPU; on a GPU, graphs with enough of them), every 4-D
-    dense input upstream of a convolution that is not channels-last already. The copy is what the
-    graph reads and what it returns when it saves the input (a conv weight, the images): new
-    memory. Inductor's own rules (``GraphLowering.decide_layout_opt``,
-    ``find_nodes_prefer_channels_last``), read on the graph as handed to it."""
-    from types import SimpleNamespace
-
-    from torch._inductor.graph import GraphLowering
-
+def fx_layout_inputs(gm: fx.GraphModule) -> frozenset[fx.Node]:
+    """The 4-D dense inputs of a layout-optimized graph that are not channels-last: remat's code
+    does not copy them when the graph starts, as inductor would (``fusion.uncopied_inputs``), so
+    each convolution reading one copies it channels-last while it runs. Before, the copy was made
+    at the start and, where the input is saved (a conv weight, the images), it was what the forward
+    saved: on the CPU-size HF ResNet (bf16) 0.12 of the eager step's peak, held through the step."""
     if not layout_optimized(gm):
-        return set()
-    try:
-        prefer = GraphLowering.find_nodes_prefer_channels_last(SimpleNamespace(module=gm))
-    except Exception:  # noqa: BLE001 - inductor internals moved: no copies modelled
-        return set()
+        return frozenset()
     out = set()
     for n in gm.graph.find_nodes(op="placeholder"):
         val = n.meta.get("val")
-        if (n in prefer and isinstance(val, torch.Tensor) and val.dim() == 4
+        if (isinstance(val, torch.Tensor) and val.dim() == 4
                 and torch._prims_common.is_non_overlapping_and_dense_or_false(val)
                 and not val.is_contiguous(memory_format=torch.channels_last)):
             out.add(n)
-    return out
+    return frozenset(out)
 
 
 def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
@@ -565,32 +557,29 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
     convs = list(backward.graph.find_nodes(op="call_function", target=torch.ops.aten.convolution_backward.default))
     if not convs or layout_optimized(backward):  # (walked for every plan judged: no work without them)
         return {}
-    try:
-        before = (GraphLowering.find_nodes_prefer_channels_last(SimpleNamespace(module=forward))
-                  if layout_optimized(forward) else set())
+    try:  # (graph inputs are not made channels-last in remat's code: ``fusion.uncopied_inputs``)
+        before = ({n for n in GraphLowering.find_nodes_prefer_channels_last(SimpleNamespace(module=forward))
+                   if n.op != "placeholder"} if layout_optimized(forward) else set())
     except Exception:  # noqa: BLE001 - inductor internals moved: the fx strides' layouts stand
         return {}
     made_by = dict(zip(backward.graph.find_nodes(op="placeholder"), saved))
 
     def spec(v: object) -> tuple | None:
         """How ``v`` arrives: its tensor's shape, strides, dtype and device, and "fx" (as fx lays it
-        out), "input" (the forward's input, copied channels-last) or "made" (computed by the layout-
-        optimized forward: channels-last); None: not a 4-D tensor."""
+        out: the forward's inputs too) or "made" (computed by the layout-optimized forward:
+        channels-last); None: not a 4-D tensor."""
         ts = _tensors(v.meta.get("val")) if isinstance(v, fx.Node) else []
         if len(ts) != 1 or ts[0].dim() != 4:
             return None
         a = made_by.get(v) if v.op == "placeholder" else None
-        how = "fx" if a not in before else "input" if a.op == "placeholder" else "made"
+        how = "made" if a in before else "fx"
         return tuple(ts[0].shape), tuple(ts[0].stride()), ts[0].dtype, ts[0].device, how
 
     def arriving(shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device, how: str) -> torch.Tensor:
         """A fake tensor laid out as ``spec`` says it arrives."""
-        t = torch.empty_strided(shape, stride, dtype=dtype, device=device)
-        if how == "input":  # the forward's input, copied unless channels-last already
-            return t.contiguous(memory_format=torch.channels_last)
         if how == "made":  # a value the forward computes, saved: made channels-last (a 1-channel weight's cast too)
             return torch.empty_strided(shape, make_channels_last_strides_for(shape), dtype=dtype, device=device)
-        return t
+        return torch.empty_strided(shape, stride, dtype=dtype, device=device)
 
     def like(t: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
         """``t`` in the stride order of ``grad``, as ``require_stride_order`` lays it out: kept
@@ -689,7 +678,7 @@ def _output_copy(n: fx.Node) -> int | None:
 def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
           uncounted: frozenset = frozenset(), aliases: dict | None = None,
           trace: list | None = None, fused: bool = False,
-          donated: frozenset = frozenset(), copied: frozenset = frozenset(),
+          donated: frozenset = frozenset(), fx_inputs: frozenset = frozenset(),
           channels_last: bool = False, convs: dict | None = None) -> tuple[float, dict[fx.Node, list]]:
     """Peak bytes while ``graph`` runs, starting with ``held`` live storages (key -> bytes).
 
@@ -700,8 +689,8 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     take no storage, and what they read lives until the kernel that makes a buffer from them runs;
     and a generated kernel writes its output over a buffer it reads for the last time when the two
     have one dtype and size (inductor's ``decide_inplace_update``): one made in this
-    graph, or a held one in ``donated`` (saved values the backward owns). ``copied``: placeholders
-    the graph copies when it starts (``channels_last_copies``), new storages read in their place.
+    graph, or a held one in ``donated`` (saved values the backward owns). ``fx_inputs``: placeholders
+    in their fx layout that a convolution copies channels-last while it runs (``fx_layout_inputs``).
     A convolution's or bf16 matmul's own temporaries count while it runs (``workspace``;
     ``channels_last``: its operands arrive channels-last; ``convs``: the convolution backwards
     whose layout inductor decides, with the bytes of the operand copies it makes for them,
@@ -778,15 +767,7 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
     for i, n in enumerate(nodes):
         if n.op == "output":
             break
-        if n.op == "placeholder" and n in copied:  # a copy made as the graph starts
-            key_of[n] = []
-            for j, (_, size) in enumerate(_storages(n)):
-                live[(n, j)] = size
-                dtype_of[(n, j)] = None
-                cur += size
-                key_of[n].append((n, j))
-            peak = max(peak, cur)
-        elif n.op == "placeholder":  # held: handed in by the forward; else made before the step (None)
+        if n.op == "placeholder":  # held: handed in by the forward; else made before the step (None)
             key_of[n] = [aliases.get((n, j), (n, j) if (n, j) in held else None) for j in range(len(_storages(n)))]
         elif n.op in ("call_function", "call_method", "call_module", "get_attr"):
             by_ref = {ref: k for a in n.all_input_nodes for k, (ref, _) in zip(key_of.get(a, []), _storages(a))
@@ -826,6 +807,8 @@ def _walk(graph: fx.Graph, held: dict[object, int], keep: set[fx.Node],
                     keys.append(k)
             key_of[n] = keys
             layout, relaid = (convs or {}).get(n, ("channels_last" if channels_last else "fx", 0.0))
+            if channels_last and fx_inputs and n.target in _CONVOLUTIONS and n not in (convs or {}):
+                relaid += sum(_storages(a)[0][1] for a in n.args[:3] if isinstance(a, fx.Node) and a in fx_inputs)
             at = cur + relaid + (workspace(n, layout, frozenset(returned)) if has_workspace(n, fused) else 0.0)
             peak = max(peak, at)
             if trace is not None:  # (name, bytes live while the op runs)
@@ -910,8 +893,8 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     out_f = next(iter(forward.graph.find_nodes(op="output")))
     f_outs = [a for a in out_f.args[0] if isinstance(a, fx.Node)]
     channels_last = fused and layout_optimized(forward)
-    copied = frozenset(channels_last_copies(forward)) if channels_last else frozenset()
-    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs), fused=fused, copied=copied,
+    inputs = fx_layout_inputs(forward) if channels_last else frozenset()
+    fwd_peak, fwd_keys = _walk(forward.graph, {}, set(f_outs), fused=fused, fx_inputs=inputs,
                                channels_last=channels_last, trace=None if traces is None else traces["forward"])
     # the backward receives the saved values (its first placeholders); everything else the
     # forward made is gone but what the caller holds. Saved views of parameters or inputs are no
@@ -968,7 +951,9 @@ def code_peak(forward: fx.GraphModule, backward: fx.GraphModule, num_fwd_outputs
     returned = frozenset() if held_grads else frozenset(
         ref for a in grads if not returned_channels_last(a, convs, channels_last) and a not in copied_out for ref, _ in _storages(a))
     bwd_peak, _ = _walk(backward.graph, held, grads, returned, aliases, fused=fused, donated=frozenset(donated),
-                        channels_last=channels_last, convs=convs, trace=None if traces is None else traces["backward"])
+                        channels_last=channels_last, convs=convs, trace=None if traces is None else traces["backward"],
+                        fx_inputs=frozenset(p for p, a in zip(placeholders[sizes:], saved_nodes[:len(saved_nodes) - sizes])
+                                            if a in inputs))
     if traces is not None:
         traces["user"] = user
         if fused:  # the values the walk takes inductor's scheduler to fuse away (``fusionguard``)

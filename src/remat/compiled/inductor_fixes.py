@@ -62,9 +62,9 @@ def _tile2d_store_needs_fix() -> bool:
 
 
 def cache_key() -> str:
-    """The fixes applied, for the key of inductor's caches."""
+    """The fixes applied (and ``fusion.uncopied_inputs``), for the key of inductor's caches."""
     return ("fixes=tile2d-atomic-add" if _tile2d_store_needs_fix() else "fixes=none") + \
-        ":unaliased-donations:replay-strides:exact-pool-backward"
+        ":unaliased-donations:replay-strides:exact-pool-backward:uncopied-inputs"
 
 
 @contextlib.contextmanager
