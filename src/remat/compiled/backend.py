@@ -335,9 +335,9 @@ class RematBackend:
             # inductor runs the order and holds the memory the plan was judged by (``fusion``; the
             # backward is compiled later, so the settings go with each compile)
             key += f":{cache_key()}"
-            # inductor's code runs the convolutions channels-last, copying their inputs: below what
-            # that code can meet, compile without the layout optimization (slower convolutions, no
-            # copies) rather than refuse, or miss a percentage
+            # inductor's code runs the convolutions channels-last (the weight gradients and some
+            # values laid out again, copies): below what that code can meet, compile without the
+            # layout optimization (slower convolutions, no copies) rather than refuse, or miss a percentage
             fallback = _convolutions(gm) and inductor_config.layout_optimization
             first = functools.partial(part, fallback=True) if fallback else part
             try:
@@ -466,12 +466,10 @@ def _inductor_partitioner(planner: Planner, partition: Callable, key: str) -> An
 
         def uuid(self) -> Any:  # with a plan cache, the same in every process using it (``_partitioned_each_time``)
             from .. import __version__
-            from .inductor_fixes import cache_key
-
             made_by = (f"{planner.cache.directory.resolve()}:remat {__version__}" if planner.cache is not None
                        else id(planner))
             return (f"remat:{planner.budget}:{planner.solver}:{planner.mode}:{planner.cost}:{planner.gradients}:"
-                    f"{made_by}:{key}:{cache_key()}")
+                    f"{made_by}:{key}")
 
         def __reduce__(self) -> Any:  # inductor pickles its config into cache keys: the uuid stands for it
             return (str, (self.uuid(),))
