@@ -854,9 +854,9 @@ def inductor_restrided(forward: fx.GraphModule, backward: fx.GraphModule, num_fw
 
 def _restrided(n: fx.Node) -> bool:
     """A gradient inductor returns channels-last (layout optimization) for a 4-D parameter whose
-    kernel is more than 1x1: its strides are not the parameter's, so autograd copies it into
-    ``.grad`` and the returned one is a temporary until the backward ends (ResNet, CPU: 0.39 MB
-    of 3x3 weight gradients at a 3.28 MB peak)."""
+    kernel is more than 1x1: its strides are not the parameter's, so autograd would copy it into
+    ``.grad`` when the backward returns, and ``gradlayout`` copies it where made instead (ResNet,
+    CPU: 0.39 MB of 3x3 weight gradients held at a 3.28 MB peak until it did)."""
     ts = _tensors(n.meta.get("val"))
     return len(ts) == 1 and ts[0].dim() == 4 and ts[0].shape[2] * ts[0].shape[3] > 1
 
