@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import copy
 import json
+import statistics
 import platform
 import subprocess
 import sys
@@ -31,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 import remat  # noqa: E402
 from remat.bench import heldout  # noqa: E402
+from remat.bench.steps import interleave, time_ratios  # noqa: E402
 from remat.measure import measure  # noqa: E402
 
 
@@ -61,10 +63,13 @@ def run(dtype_name: str, args: argparse.Namespace) -> dict:
 
     row: dict = {"dtype": dtype_name, "budget": args.budget}
     row["eager_peak"] = measure(task(copy.deepcopy(model)), inputs, method="profiler").peak
+    peer = None
     if args.compile:
         torch._dynamo.reset()
-        row["compile_first_call_s"] = first_call(task(torch.compile(copy.deepcopy(model))), inputs)
-    torch._dynamo.reset()
+        peer = task(torch.compile(copy.deepcopy(model)))
+        row["compile_first_call_s"] = first_call(peer, inputs)
+    if not args.steps:  # (a reset would make the peer compile again in the timed rounds)
+        torch._dynamo.reset()
     backend = remat.backend(budget=args.budget, compiler="inductor", plan_cache=args.plan_cache)
     net = task(torch.compile(copy.deepcopy(model), backend=backend))
     with warnings.catch_warnings(record=True) as caught:
@@ -78,6 +83,11 @@ def run(dtype_name: str, args: argparse.Namespace) -> dict:
     row["planning_seconds_all"] = sum(r.get("planning_seconds") or 0.0 for r in backend.report)
     row["budget_bytes"] = rep.get("budget")
     row["peak_fraction"] = row["remat_peak"] / row["eager_peak"]
+    if args.steps:  # step times, interleaved (``steps.interleave``): median ratios to eager's step
+        nets = {"eager": task(copy.deepcopy(model)), "remat": net, **({"torch.compile": peer} if peer else {})}
+        times = interleave({k: (lambda n=n: n(**inputs).backward()) for k, n in nets.items()}, repeats=args.steps)
+        row["step_seconds"] = {k: statistics.median(v) for k, v in times.items()}
+        row["time_ratios"] = time_ratios(times, "eager")
     torch._dynamo.reset()
     return row
 
@@ -97,6 +107,12 @@ def markdown(result: dict) -> str:
                      f"{r['recompute_fraction']:.3f} |")
     lines.append("")
     for r in result["rows"]:
+        if "time_ratios" in r:
+            lines.append(f"{r['dtype']} step time / eager's (median of {result.get('steps')} interleaved rounds): "
+                         + ", ".join(f"{k} {v:.3f}" for k, v in r["time_ratios"].items())
+                         + "; seconds: " + ", ".join(f"{k} {v:.2f}" for k, v in r["step_seconds"].items()))
+    lines.append("")
+    for r in result["rows"]:
         lines += [f"{r['dtype']} notes:", *[f"- {n}" for n in r["notes"]],
                   *[f"- warning: {w}" for w in r["warnings"]], ""]
     return "\n".join(lines)
@@ -111,6 +127,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--side", type=int, default=224)
     ap.add_argument("--compile", action="store_true", help="time plain torch.compile's first call too")
+    ap.add_argument("--steps", type=int, default=0,
+                    help="then time this many interleaved rounds of eager, remat (and with --compile torch.compile)")
     ap.add_argument("--plan-cache", type=Path, default=None,
                     help="remat.backend's plan_cache: run twice with it to time a restarted run's first call")
     ap.add_argument("--out", type=Path, default=None)
@@ -122,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                             text=True).stdout.strip()
     result = {"command": "python " + " ".join(["bench/bench_cnn_planning.py", *(argv or sys.argv[1:])]),
               "commit": commit, "torch": torch.__version__, "threads": torch.get_num_threads(),
-              "machine": platform.platform(), "rows": []}
+              "machine": platform.platform(), "steps": args.steps, "rows": []}
     for d in args.dtypes.split(","):
         result["rows"].append(run(d, args))
         print(json.dumps({k: v for k, v in result["rows"][-1].items() if k != "notes"}, default=str), flush=True)

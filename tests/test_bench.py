@@ -481,21 +481,22 @@ def test_bench_output_grads_smoke():
 # inductor in the suite: test_compiled's test_backend_inductor_plans_a_vision_model_with_the_fused_walk...
 def test_bench_cnn_planning_smoke(tmp_path):
     """bench_cnn_planning on a one-block-per-stage narrow HF ResNet at 64 px: the row's
-    plan is predicted within its budget, its measured peak is the prediction (2%), and the report
-    names the dtype, the budget and the plan's notes."""
+    plan is predicted within its budget, its measured peak is the prediction (2%), its step is timed
+    beside eager's (``--steps``), and the report names the dtype, the budget and the plan's notes."""
     import json
 
     import bench_scripts
 
     mod = bench_scripts.load("bench_cnn_planning")
     assert mod.main(["--depths", "1,1,1,1", "--widths", "32,64,128,256", "--batch", "2", "--side", "64",
-                     "--dtypes", "fp32", "--budget", "90%", "--out", str(tmp_path)]) == 0
+                     "--dtypes", "fp32", "--budget", "90%", "--steps", "1", "--out", str(tmp_path)]) == 0
     row = json.loads((tmp_path / "results.json").read_text())["rows"][0]
+    assert set(row["time_ratios"]) == {"eager", "remat"} and row["time_ratios"]["eager"] == 1.0
     assert row["predicted_peak"] <= row["budget_bytes"]
     assert abs(row["remat_peak"] / row["predicted_peak"] - 1) <= 0.02
     assert row["peak_fraction"] == row["remat_peak"] / row["eager_peak"] < 1
     report = (tmp_path / "report.md").read_text()
-    assert "| fp32 | 90% |" in report and row["notes"][0] in report
+    assert "| fp32 | 90% |" in report and row["notes"][0] in report and "step time / eager's" in report
 
 
 def test_bench_repeated_smoke():
