@@ -68,7 +68,7 @@ def run(dtype_name: str, args: argparse.Namespace) -> dict:
         torch._dynamo.reset()
         peer = task(torch.compile(copy.deepcopy(model)))
         row["compile_first_call_s"] = first_call(peer, inputs)
-    if not args.steps:  # (a reset would make the peer compile again in the timed rounds)
+    if peer is None or not args.steps:  # (a reset would make the peer compile again in the timed rounds)
         torch._dynamo.reset()
     backend = remat.backend(budget=args.budget, compiler="inductor", plan_cache=args.plan_cache)
     net = task(torch.compile(copy.deepcopy(model), backend=backend))
