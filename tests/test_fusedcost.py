@@ -75,3 +75,14 @@ def test_an_extern_op_costs_what_the_plan_costs_it():
 def test_recomputations_count_the_runs_after_the_first():
     steps = [("fwd", "a"), ("fwd", "b"), ("bwd", "b"), ("fwd", "a"), ("fwd", "a"), ("bwd", "a")]
     assert fusedcost.recomputations(steps) == Counter({"a": 2})
+
+
+def test_the_priced_graph_costs_fusible_values_as_fused_code_and_leaves_the_rest():
+    jg = _inductor_joint()
+    ops = _by_op(jg)
+    priced = fusedcost.priced(jg, jg.graph, figures=FIGURES)
+    assert priced[ops["mul.Tensor"]].cost == ELEMENTS * 1e-9 + ELEMENTS * 4 * 1e-9  # stored for the mm
+    assert priced[ops["erf.default"]].cost == ELEMENTS * 1e-9
+    assert priced[ops["addmm.default"]].cost == jg.graph[ops["addmm.default"]].cost
+    assert [priced[v].mem for v in priced.order] == [jg.graph[v].mem for v in jg.graph.order]
+    assert jg.graph[ops["erf.default"]].cost > ELEMENTS * 1e-9  # the planning graph keeps its own prices

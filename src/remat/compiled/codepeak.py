@@ -537,7 +537,8 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
     Inductor decides the backward's layout optimization on the backward graph alone: on only
     where it recomputes a convolution (then every operand is channels-last; not listed here).
     Off, the operands come with their fx strides (``constrain_to_fx_strides``; a saved value
-    upstream of a convolution as the layout-optimized forward made it, channels-last), then
+    upstream of a convolution as the layout-optimized forward made it, channels-last, and a value
+    the backward computes as its kernel reads: ``laid_out``), then
     (``convolution_backward_lowering``) the input and output gradient are laid out in the
     stride order of the weight gradient that aten's meta function gives for them, the output
     gradient and the weight in that of the input gradient, each a copy where it was not so
@@ -563,17 +564,34 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
     except Exception:  # noqa: BLE001 - inductor internals moved: the fx strides' layouts stand
         return {}
     made_by = dict(zip(backward.graph.find_nodes(op="placeholder"), saved))
+    computed = set()  # values the backward itself computes channels-last
 
     def spec(v: object) -> tuple | None:
         """How ``v`` arrives: its tensor's shape, strides, dtype and device, and "fx" (as fx lays it
-        out: the forward's inputs too) or "made" (computed by the layout-optimized forward:
-        channels-last); None: not a 4-D tensor."""
+        out: the forward's inputs too) or "made" (computed by the layout-optimized forward, or by
+        the backward from channels-last values: channels-last); None: not a 4-D tensor."""
         ts = _tensors(v.meta.get("val")) if isinstance(v, fx.Node) else []
         if len(ts) != 1 or ts[0].dim() != 4:
             return None
-        a = made_by.get(v) if v.op == "placeholder" else None
-        how = "made" if a in before else "fx"
-        return tuple(ts[0].shape), tuple(ts[0].stride()), ts[0].dtype, ts[0].device, how
+        made = made_by.get(v) in before if v.op == "placeholder" else v in computed
+        return tuple(ts[0].shape), tuple(ts[0].stride()), ts[0].dtype, ts[0].device, "made" if made else "fx"
+
+    def laid_out(n: fx.Node) -> None:
+        """Whether ``n``, computed in the backward, comes out channels-last: a kernel's output is
+        laid out as it reads its operands of its own shape (``ComputedBuffer.get_fill_order``), a
+        convolution backward's input gradient as the convolution ran. A batch norm and ReLU
+        recomputed from a saved channels-last convolution output feed the next convolution backward
+        channels-last (HF ResNet fp32 on the CPU: seven 3x3 weight gradients came back channels-last,
+        0.39 MB the walk had not counted, where their input was recomputed rather than saved)."""
+        shape = _shape(n)
+        if len(shape) != 4:
+            return
+        if n.target is operator.getitem and n.args[0] in out:
+            if n.args[1] == 0 and out[n.args[0]][0] == "channels_last":
+                computed.add(n)
+        elif not _extern(n) and any(_shape(a) == shape and spec(a)[4] == "made"
+                                    for a in n.all_input_nodes):
+            computed.add(n)
 
     def arriving(shape: tuple, stride: tuple, dtype: torch.dtype, device: torch.device, how: str) -> torch.Tensor:
         """A fake tensor laid out as ``spec`` says it arrives."""
@@ -610,8 +628,13 @@ def conv_backwards(forward: fx.GraphModule, backward: fx.GraphModule,
         return "channels_last" if cl else "contiguous", float(copies)
 
     out = {}
-    for n in convs:  # (each distinct convolution worked out once while planning: a fifth of a ResNet's walks)
-        specs = [spec(a) for a in n.args[:3]]
+    for n in backward.graph.nodes:
+        if n.op != "call_function":
+            continue
+        if n.target is not torch.ops.aten.convolution_backward.default:
+            laid_out(n)
+            continue
+        specs = [spec(a) for a in n.args[:3]]  # (each distinct one worked out once while planning)
         if any(s is None for s in specs):
             continue
         rest = tuple(tuple(a) if isinstance(a, list) else a for a in n.args[4:10])

@@ -22,10 +22,15 @@ On the CPU (HF Llama bf16 at torch.compile b=1's peak, one thread) remat's plan 
 against the partition's 0.255 ms but saved 3.8 MB more; the partition's step ran 0.919x
 torch.compile's, remat's plan 0.964x (0.984x / 1.005x in an earlier run; ``bench/results/saved_traffic_cpu``).
 
-It predicts; the planner still prices ops unfused. Planning with these prices was tried (a fusible
-op taken as stored when any op reading it is extern): on Llama (bf16, 50%) the plan recomputed the
-same eleven matmuls; on GPT-2 (fp32) at two budgets the steps moved 0.997 -> 1.031x and 1.023 ->
-0.976x of torch.compile's, which this machine cannot tell from noise.
+The solvers still plan on the unfused prices. The fused selective search (the partitioner's
+``_judged_selective``) orders its moves both ways, by the planning graph's costs and by these prices
+(``priced``: a fusible op taken as stored when any op reading it is extern), and keeps the plan
+whose recomputation costs fewer fused seconds. Unfused, a bf16 ViT's layer norm recomputed from the
+residual it reads cost as much as the q, k or v projection it feeds (0.10 against 0.086 ms), so at
+half its peak the search recomputed thirteen projections and fc1 matmuls (2.4 ms predicted, a step
+1.08x torch.compile's); by fused prices it recomputes two fc1 matmuls and the layer norms and GELUs
+(1.1 ms, 1.03x). Neither order is best everywhere: on a ResNet at half its peak the priced one,
+which drops every batch norm and ReLU before any convolution output, never fits, and the other does.
 """
 
 from __future__ import annotations
@@ -91,9 +96,36 @@ def recompute_seconds(jg: Any, again: Counter, device: Any = None,
         if n is None or v not in jg.fusible:
             total += graph[v].cost * times
             continue
-        wide = any(t.dtype == torch.float32 for t in costs._tensors(n.meta.get("val")))
-        peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
         readers = [u for u in _readers(n) if u.op == "call_function" and (is_backward(u) or u in recomputed)]
-        stored = any(_extern(u) for u in readers)
-        total += times * (costs.flops(n) / peak + (_bytes(n) / fig["bandwidth"] if stored else 0.0))
+        total += times * _fused_seconds(n, fig, any(_extern(u) for u in readers))
     return total
+
+
+def _fused_seconds(n: fx.Node, fig: dict[str, float], stored: bool) -> float:
+    """One fusible op recomputed inside a fused kernel: its arithmetic, and its write when ``stored``."""
+    wide = any(t.dtype == torch.float32 for t in costs._tensors(n.meta.get("val")))
+    peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
+    return costs.flops(n) / peak + (_bytes(n) / fig["bandwidth"] if stored else 0.0)
+
+
+def priced(jg: Any, graph: Any, device: Any = None, figures: dict[str, float] | None = None) -> Any:
+    """``graph`` (``jg``'s planning graph, or ``with_tail`` of it) with each fusible value's cost
+    as inductor's code pays it when recomputed (``_fused_seconds``; stored where any op reading it
+    is extern): what the fused selective search orders its moves by. Priced unfused, a layer
+    norm recomputed from the residual it reads cost a bf16 ViT's search as much as the q, k or v
+    projection it feeds (0.10 against 0.086 ms), so it recomputed the projections first."""
+    import copy
+    import dataclasses
+
+    from .codepeak import _extern
+
+    fig = _figures(jg, device, figures)
+    out = copy.copy(graph)
+    out._nodes = dict(graph.nodes)
+    for v in jg.fusible:
+        n = jg.node_of.get(v)
+        if n is not None and v in out._nodes:
+            stored = any(_extern(u) for u in _readers(n) if u.op == "call_function")
+            out._nodes[v] = dataclasses.replace(out._nodes[v], cost=_fused_seconds(n, fig, stored))
+    out._invalidate()
+    return out

@@ -28,7 +28,7 @@ from .. import heap, progress
 from ..errors import InfeasibleError, RematError
 from ..measure import held_gradients
 from ..plan import Plan
-from ..simulate import Simulation
+from ..simulate import Simulation, simulate_training
 from . import accumulate, batchnorm, castcache, costs, fusedcost, fusionguard, storedplans, tangents
 from .chain import with_tail, without_tail
 from .codefloor import CodeFloor, code_floor
@@ -820,8 +820,10 @@ class Planner:
         the vanilla step and (with ``auto``) per-block checkpointing's floor, or only from the kept
         sets of ``seeds`` (choices) when given. Under inductor the moves go through fusible values:
         the solvers decide in the unfused graph's terms, where a log-softmax recomputed from bf16
-        logits costs three fp32 buffers; fused, it costs none. For eager code the walk sees what
-        the planning graph does not (a convolution's workspace, a loss's temporaries)."""
+        logits costs three fp32 buffers; fused, it costs none. With costs in seconds each start is
+        searched in two move orders, by the planning graph's costs and by fused code's
+        (``fusedcost.priced``), and plans are weighed in fused seconds. For eager code the walk sees
+        what the planning graph does not (a convolution's workspace, a loss's temporaries)."""
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
         from ..solvers import selective
@@ -837,14 +839,31 @@ class Planner:
         if not starts:
             return None
         judge = self._fused_judge(jg, tail)
-        best = None
+        orders = [pg]  # the move orders: by the planning graph's costs, and by what fused code pays (``priced``)
+        if self._fused and self.cost in costs.SECONDS:
+            orders.insert(0, fusedcost.priced(jg, pg, self.device))
+
+        def price(plan: Plan) -> float:  # the plans of both orders weighed in fused seconds
+            if len(orders) == 1:
+                return plan.recompute_cost
+            steps = plan.schedule if pg is jg.graph else without_tail(plan.schedule)
+            return fusedcost.recompute_seconds(jg, fusedcost.recomputations(steps), self.device)
+
+        best, bound = None, {}
         for name, start in starts:
-            plan = selective.solve(pg, target, self.mode, time_limit=seconds / len(starts),
-                                   fusible=jg.fusible if self._fused else (), judge=judge, start=start,
-                                   undo=FUSED_UNDO, bound=best.recompute_cost if best is not None else math.inf)
-            if plan.feasible and (best is None or plan.recompute_cost < best.recompute_cost):
-                plan.stats["chosen"] = name
-                best = plan
+            for on in orders:
+                plan = selective.solve(on, target, self.mode, time_limit=seconds / (len(starts) * len(orders)),
+                                       fusible=jg.fusible if self._fused else (), judge=judge, start=start,
+                                       undo=FUSED_UNDO, bound=bound.get(id(on), math.inf))
+                if not plan.feasible:
+                    continue
+                bound[id(on)] = min(bound.get(id(on), math.inf), plan.recompute_cost)
+                if on is not pg:  # the plan in the planning graph's costs, as every other candidate's
+                    plan = dataclasses.replace(plan, recompute_cost=simulate_training(pg, plan.schedule).recompute_cost)
+                plan.stats["fused_seconds"] = price(plan)
+                if best is None or plan.stats["fused_seconds"] < best.stats["fused_seconds"]:
+                    plan.stats["chosen"] = name + (" (fused prices)" if on is not pg else "")
+                    best = plan
         if best is None:
             return None
         choice = Choice(plan=best, peak=best.peak, recompute_cost=best.recompute_cost, planning_budget=target)
