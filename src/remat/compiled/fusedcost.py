@@ -101,17 +101,26 @@ def recompute_seconds(jg: Any, again: Counter, device: Any = None,
     return total
 
 
+# How much faster inductor's vectorized C++ runs a transcendental function than aten's kernel, whose rate
+# the CPU's figures hold (``costs.calibrate``): fp32, 256Ki elements, one thread, torch 2.13, this project's
+# 2-core AMD EPYC (erf 1.77 against 0.81 G elements/s, tanh 0.67 against 0.38, exp 2.35 against 1.19,
+# sigmoid 2.41 against 2.30).
+FUSED_RATE_GAIN = {"erf": 2.2, "tanh": 1.8, "exp": 2.0, "sigmoid": 1.0}
+
+
 def _fused_seconds(n: fx.Node, fig: dict[str, float], stored: bool) -> float:
     """One fusible op recomputed inside a fused kernel: its arithmetic (transcendental functions at
-    the device's rate for them, ``costs.rated``), and its write when ``stored``. Without the rate a
-    bf16 Llama's SiLU cost nothing to recompute: the plan that recomputed it predicted 0.33 ms
-    against another's 0.64 ms, and ran 1.048x torch.compile's step against 1.009x."""
+    the rate fused code runs them, ``FUSED_RATE_GAIN`` times the device's), and its write when
+    ``stored``. Without the rate a bf16 Llama's SiLU cost nothing to recompute: the plan that
+    recomputed it predicted 0.33 ms against another's 0.64 ms and ran 1.078x torch.compile b=1's
+    step against 1.009x (``bench/results/fused_prices_cpu``); at aten's rate a bf16 ViT's GELU cost
+    as much as the fc1 matmul before it, and its plan recomputed matmuls again (1.10x against 1.03x)."""
     wide = any(t.dtype == torch.float32 for t in costs._tensors(n.meta.get("val")))
     peak = fig.get("flops32", fig["flops"]) if wide else fig["flops"]
     work = costs.flops(n) / peak
     rated = costs.rated(n)
     if rated is not None and fig.get(rated[0]):
-        work = max(work, rated[1] / fig[rated[0]])
+        work = max(work, rated[1] / (fig[rated[0]] * FUSED_RATE_GAIN.get(rated[0], 1.0)))
     return work + (_bytes(n) / fig["bandwidth"] if stored else 0.0)
 
 

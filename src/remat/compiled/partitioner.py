@@ -840,8 +840,9 @@ class Planner:
             return None
         judge = self._fused_judge(jg, tail)
         orders = [pg]  # the move orders: by the planning graph's costs, and by what fused code pays (``priced``)
-        if self._fused and self.cost in costs.SECONDS:
-            orders.insert(0, fusedcost.priced(jg, pg, self.device))
+        priced = fusedcost.priced(jg, pg, self.device) if self._fused and self.cost in costs.SECONDS else pg
+        if priced is not pg:
+            orders.insert(0, priced)
 
         def price(plan: Plan) -> float:  # the plans of both orders weighed in fused seconds
             if len(orders) == 1:
