@@ -73,3 +73,15 @@ def test_topological_order_and_queries():
     assert g.order == ("a", "b", "c", "d")
     assert g.sinks == ("d",)
     assert g.mem(["b", "c"]) == 5 and g.total_cost() == 4
+
+
+def test_with_costs_prices_a_copy_and_keeps_the_rest():
+    g = Graph.chain(3, mem=2, cost=5)
+    g.pinned = frozenset({g.order[0]})  # an attribute capture sets
+    priced = g.with_costs({g.order[1]: 0.5})
+    assert [priced[v].cost for v in priced.order] == [5, 0.5, 5]
+    assert [g[v].cost for v in g.order] == [5, 5, 5]
+    assert [(priced[v].mem, priced[v].inputs) for v in priced.order] == [(g[v].mem, g[v].inputs) for v in g.order]
+    assert priced.pinned == g.pinned
+    with pytest.raises(GraphError, match="cost must be >= 0"):
+        g.with_costs({g.order[0]: -1.0})

@@ -26,6 +26,8 @@ JSON format ``remat-graph/1``; validation names the offending node in every mess
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import math
 from dataclasses import dataclass, field
@@ -211,6 +213,15 @@ class Graph:
 
     def total_cost(self) -> float:
         return self.cost(self._nodes)
+
+    def with_costs(self, costs: Mapping[str, float]) -> "Graph":
+        """A copy whose nodes named in ``costs`` cost that instead; everything else (memory, edges,
+        attributes capture sets such as ``pinned``) as it is: one graph priced another way."""
+        out = copy.copy(self)
+        out._nodes = {v: dataclasses.replace(n, cost=_check_number(v, "cost", costs[v])) if v in costs else n
+                      for v, n in self._nodes.items()}
+        out._invalidate()
+        return out
 
     def to_networkx(self) -> nx.DiGraph:
         g = nx.DiGraph()

@@ -29,8 +29,9 @@ whose recomputation costs fewer fused seconds. Unfused, a bf16 ViT's layer norm 
 residual it reads cost as much as the q, k or v projection it feeds (0.10 against 0.086 ms), so at
 half its peak the search recomputed thirteen projections and fc1 matmuls (2.4 ms predicted, a step
 1.08x torch.compile's); by fused prices it recomputes two fc1 matmuls and the layer norms and GELUs
-(1.1 ms, 1.03x). Neither order is best everywhere: on a ResNet at half its peak the priced one,
-which drops every batch norm and ReLU before any convolution output, never fits, and the other does.
+(1.6 ms with the GELUs' erf rated, 1.03x). Neither order is best everywhere: on a ResNet at half
+its peak the priced one, which drops every batch norm and ReLU before any convolution output, never
+fits, and the other does.
 """
 
 from __future__ import annotations
@@ -127,21 +128,13 @@ def _fused_seconds(n: fx.Node, fig: dict[str, float], stored: bool) -> float:
 def priced(jg: Any, graph: Any, device: Any = None, figures: dict[str, float] | None = None) -> Any:
     """``graph`` (``jg``'s planning graph, or ``with_tail`` of it) with each fusible value's cost
     as inductor's code pays it when recomputed (``_fused_seconds``; stored where any op reading it
-    is extern): what the fused selective search orders its moves by. Priced unfused, a layer
-    norm recomputed from the residual it reads cost a bf16 ViT's search as much as the q, k or v
-    projection it feeds (0.10 against 0.086 ms), so it recomputed the projections first."""
-    import copy
-    import dataclasses
-
+    is extern): what the fused selective search orders its moves by (module docstring)."""
     from .codepeak import _extern
 
     fig = _figures(jg, device, figures)
-    out = copy.copy(graph)
-    out._nodes = dict(graph.nodes)
+    costs_of = {}
     for v in jg.fusible:
         n = jg.node_of.get(v)
-        if n is not None and v in out._nodes:
-            stored = any(_extern(u) for u in _readers(n) if u.op == "call_function")
-            out._nodes[v] = dataclasses.replace(out._nodes[v], cost=_fused_seconds(n, fig, stored))
-    out._invalidate()
-    return out
+        if n is not None and v in graph:
+            costs_of[v] = _fused_seconds(n, fig, any(_extern(u) for u in _readers(n) if u.op == "call_function"))
+    return graph.with_costs(costs_of)
