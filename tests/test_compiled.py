@@ -1648,7 +1648,7 @@ def test_backend_inductor_gives_back_from_a_solvers_plan_whose_fused_code_fits(m
     (rep,) = be.report
     ((start, got),) = seeded
     assert start.plan.stats["chosen"] == "chen-greedy" and start.recompute_cost > 0
-    assert rep["chosen"] == "chen-greedy+selective-fused"
+    assert rep["chosen"].startswith("chen-greedy+selective-fused")  # in either move order ("(fused prices)")
     assert rep["recompute_cost"] < start.recompute_cost
     assert peak <= budget * 1.01
     assert abs(peak - rep["predicted_peak"]) <= 0.02 * peak
