@@ -100,3 +100,19 @@ def at_compiles_peak(argv: list[str], old: Callable[[], Any]) -> None:
     ab.remat("new", at)
     ab.remat("old", at, during=old)
     ab.finish(int(argv[3]) if len(argv) > 3 else 30)
+
+
+def at_half_vanilla(argv: list[str], olds: dict[str, Callable[[], Any]]) -> None:
+    """``argv`` as ``at_compiles_peak``; vanilla and torch.compile b=1, then remat inductor as committed ("new")
+    and under each of ``olds`` (label -> context), all at half of vanilla's measured peak in bytes."""
+    import remat
+
+    ab = AB(argv[1], argv[2])
+    ab.add("vanilla", ab.held.model)
+    half = 0.5 * remat.measure(ab.task(ab.held.model), ab.held.inputs, method="profiler").peak
+    ab.rows["vanilla"]["measure_peak"] = 2 * half
+    ab.add("compile", heldout.Compiled(ab.held.model, "inductor", 1.0, "ab_compile"))
+    ab.remat("new", half)
+    for label, old in olds.items():
+        ab.remat(label, half, during=old)
+    ab.finish(int(argv[3]) if len(argv) > 3 else 30)

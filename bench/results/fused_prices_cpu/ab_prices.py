@@ -8,10 +8,8 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from ab_inductor import AB  # noqa: E402
+from ab_inductor import at_half_vanilla  # noqa: E402
 
-import remat  # noqa: E402
-from remat.bench import heldout  # noqa: E402
 from remat.compiled import costs, fusedcost  # noqa: E402
 
 
@@ -35,12 +33,4 @@ def unpriced():
         fusedcost.priced = priced
 
 
-ab = AB(sys.argv[1], sys.argv[2])
-ab.add("vanilla", ab.held.model)
-half = 0.5 * remat.measure(ab.task(ab.held.model), ab.held.inputs, method="profiler").peak
-ab.rows["vanilla"]["measure_peak"] = 2 * half
-ab.add("compile", heldout.Compiled(ab.held.model, "inductor", 1.0, "ab_compile"))
-ab.remat("new", half)
-ab.remat("unrated", half, during=unrated)
-ab.remat("unpriced", half, during=unpriced)
-ab.finish(int(sys.argv[3]) if len(sys.argv) > 3 else 30)
+at_half_vanilla(sys.argv, {"unrated": unrated, "unpriced": unpriced})
