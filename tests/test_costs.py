@@ -99,6 +99,29 @@ def test_cpu_figures_are_measured_once_and_cached(tmp_path, monkeypatch):
     assert len(files) == 1 and json.loads(files[0].read_text())["figures"] == fig
 
 
+
+def test_figures_cached_by_an_older_calibration_are_measured_again(tmp_path, monkeypatch):
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    old = costs.Cache(torch.device("cpu"))
+    old.set_figures({**costs.DEVICES["cpu"], "flops32": 1.0, "measured": 1.0, "version": costs.FIGURES_VERSION - 1})
+    old.save()
+    fig = costs.device_figures("cpu")
+    assert fig["version"] == costs.FIGURES_VERSION and fig["flops32"] > 1.0
+    assert json.loads(old.path.read_text())["figures"] == fig
+
+
+def test_a_cpu_figure_is_its_fastest_run_so_work_elsewhere_cannot_lower_it(monkeypatch):
+    """Runs slowed by other work on the machine (here the first eleven of sixteen) must not become the
+    device's figure: the cached median of five had once halved a CPU's fp32 matmul rate."""
+    clock = [0.0]
+    runs = iter([9.0] * 12 + [2.0, 3.0, 2.5, 4.0])  # the warm-up, eleven slowed runs, four alone
+
+    def run() -> None:
+        clock[0] += next(runs)
+
+    monkeypatch.setattr(costs.time, "perf_counter", lambda: clock[0])
+    assert costs._fastest_seconds(run, repeats=15) == 2.0
+
 def _mlp() -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(16, 64), nn.LayerNorm(64), nn.GELU(), nn.Linear(64, 64), nn.LayerNorm(64),
