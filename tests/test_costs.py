@@ -110,17 +110,53 @@ def test_figures_cached_by_an_older_calibration_are_measured_again(tmp_path, mon
     assert json.loads(old.path.read_text())["figures"] == fig
 
 
-def test_a_cpu_figure_is_its_fastest_run_so_work_elsewhere_cannot_lower_it(monkeypatch):
-    """Runs slowed by other work on the machine (here the first eleven of sixteen) must not become the
-    device's figure: the cached median of five had once halved a CPU's fp32 matmul rate."""
-    clock = [0.0]
-    runs = iter([9.0] * 12 + [2.0, 3.0, 2.5, 4.0])  # the warm-up, eleven slowed runs, four alone
+def test_a_cpu_figure_is_its_fastest_run_over_rounds_so_a_slow_spell_cannot_lower_it(monkeypatch):
+    """Rounds run in a slow spell of the machine (here the first two of four, and the last one slowed
+    again) must not set the device's figures: a cached median of five had once halved a CPU's fp32
+    matmul rate."""
+    calls = []
 
-    def run() -> None:
-        clock[0] += next(runs)
+    def timed(fn, repeats):  # seconds of each measure, by the round it is in
+        calls.append(fn)
+        return 1e-3 * (4.0 if len(calls) <= 2 * measures else 1.0 if len(calls) <= 3 * measures else 2.0)
 
-    monkeypatch.setattr(costs.time, "perf_counter", lambda: clock[0])
-    assert costs._fastest_seconds(run, repeats=15) == 2.0
+    measures = 10 if costs._low_precision_matmul(torch.rand(2, 2), torch.rand(2, 2)) is not None else 9
+    monkeypatch.setattr(costs, "_fastest_seconds", timed)
+    monkeypatch.setattr(costs, "CALIBRATION_SECONDS", 0.0)
+    monkeypatch.setattr(costs, "CALIBRATION_ROUNDS", 4)
+    fig = costs._measure_cpu()
+    assert len(calls) == 4 * measures
+    assert fig["flops32"] == 2 * 512 ** 3 / 1e-3 and fig["overhead"] == 1e-3
+    assert fig["bandwidth"] == 2 * 4 * 2 ** 22 / 1e-3 and fig["tanh"] == fig["draws"] == 2 ** 18 / 1e-3
+
+
+def test_the_cpu_is_calibrated_without_the_callers_tracing_state():
+    """Called inside AOTAutograd's tracing (grad mode off, a mode that sees every op), the calibration
+    runs on a thread of its own: at the caller's thread count, with none of that state, and an error
+    it raises reaches the caller."""
+    from torch.overrides import TorchFunctionMode
+
+    class Counting(TorchFunctionMode):
+        seen = 0
+
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            Counting.seen += 1
+            return func(*args, **(kwargs or {}))
+
+    def state():
+        torch.add(torch.ones(1), 1)
+        return torch.is_grad_enabled(), torch.get_num_threads()
+
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(1)
+        with torch.no_grad(), Counting():
+            got = costs._on_a_thread_of_its_own(state)
+    finally:
+        torch.set_num_threads(before)
+    assert got == (True, 1) and Counting.seen == 0
+    with pytest.raises(ZeroDivisionError):
+        costs._on_a_thread_of_its_own(lambda: 1 / 0)
 
 def _mlp() -> tuple[nn.Module, torch.Tensor]:
     torch.manual_seed(0)
