@@ -15,7 +15,10 @@ def spy(*a, **k):
     k["time_limit"] = secs / 4 if k.get("time_limit") else k.get("time_limit")
     t = time.perf_counter()
     p = orig(*a, **k)
-    print(f"solve start={'vanilla' if k.get('start') is None else 'seed'} limit={k.get('time_limit'):.1f}s took={time.perf_counter()-t:.1f}s feasible={p.feasible} peak={p.peak:.4g} cost={p.recompute_cost:.4g} stats={ {x: y for x, y in p.stats.items() if isinstance(y, (int, float, str))} }", flush=True)
+    start = "vanilla" if k.get("start") is None else "seed"
+    stats = {x: y for x, y in p.stats.items() if isinstance(y, (int, float, str))}
+    print(f"solve start={start} limit={k.get('time_limit'):.1f}s took={time.perf_counter() - t:.1f}s "
+          f"feasible={p.feasible} peak={p.peak:.4g} cost={p.recompute_cost:.4g} stats={stats}", flush=True)
     return p
 selective.solve = spy
 model, inputs, labels = build([3, 8, 36, 3], 2, 224)
@@ -23,4 +26,5 @@ backend = remat.backend(budget="50%", compiler="inductor")
 net = heldout.Task(torch.compile(copy.deepcopy(model), backend=backend), "vision", labels, None)
 net(**inputs).backward()
 r = backend.report[-1]
-print("chosen", r.get("chosen"), "recompute", r.get("recompute_fraction"), "planning", r.get("planning_seconds"), "predicted", r.get("predicted_peak"), "budget", r.get("budget"))
+print("chosen", r.get("chosen"), "recompute", r.get("recompute_fraction"), "planning", r.get("planning_seconds"),
+      "predicted", r.get("predicted_peak"), "budget", r.get("budget"))
