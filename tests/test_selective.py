@@ -257,3 +257,60 @@ def test_time_order_falls_back_on_the_memory_order_below_its_floor():
     assert above.stats["order"] == "time" and above.recompute_cost == 102
     assert remat.min_budget(g, solver="selective") == remat.min_budget(g, solver="selective", mode="memory") == 12
 
+
+
+def residual_stream(blocks: int = 6) -> remat.Graph:
+    """x0 -> [m_i = mm(x_{i-1}) (cost 100), h_i = relu(m_i), x_i = x_{i-1} + h_i] * blocks -> loss; sizes 4.
+    The backward reads each x_{i-1} (the matmul's input) and each h_i (the ReLU's output)."""
+    g = remat.Graph(name="residual-stream")
+    g.add_node("x0", 4, 1, op="embedding")
+    for i in range(1, blocks + 1):
+        g.add_node(f"m{i}", 4, 100, [f"x{i - 1}"], op="mm", bwd_uses=[f"x{i - 1}"])
+        g.add_node(f"h{i}", 4, 1, [f"m{i}"], op="relu", bwd_uses=[f"h{i}"])
+        g.add_node(f"x{i}", 4, 1, [f"x{i - 1}", f"h{i}"], op="add", bwd_uses=[])
+    g.add_node("loss", 1, 1, [f"x{blocks}"], op="sum", bwd_uses=[])
+    return g
+
+
+def test_a_chain_limit_keeps_every_third_value_of_the_residual_stream():
+    """Each x_i costs one op to recompute (x_0 from nothing, x_i from x_{i-1} and h_i), so the time
+    order drops the stream first. Dropped whole, the last matmul's backward remakes x_5 ... x_0 at
+    once and every one of them lives on to its own matmul's backward: keeping x_2 and x_5 too is
+    lower. With one
+    chained value allowed, x_0 goes, and x_1 (remaking x_0 early); x_2 would remake x_1 early from
+    x_0: it stays, and so on."""
+    g = residual_stream()
+    _, unlimited = drop_order(g)
+    assert [m.nodes for m in unlimited[:6]] == [(f"x{i}",) for i in range(6)]
+    _, limited = drop_order(g, chain_limit=1)
+    assert [m.nodes for m in limited[:4]] == [("x0",), ("x1",), ("x3",), ("x4",)]
+    assert not {("x2",), ("x5",)} & {m.nodes for m in limited}
+    hs = {f"h{i}" for i in range(1, 7)}
+    assert executed(g, hs)[1].peak > executed(g, hs | {"x2", "x5"})[1].peak
+    longer = residual_stream(9)  # and the floor along the order: lower with two chained values allowed
+    assert selective.lowest(longer, chain_limit=2).peak < selective.lowest(longer).peak
+
+
+def _chain_counts(g: remat.Graph, dropped: set[str]) -> dict[str, int]:
+    """From scratch: per dropped value, the most backward-read values its recomputation remakes early in a row."""
+    saved = selective.backward_reads(g)
+    count: dict[str, int] = {}
+    for v in g.order:
+        if v in dropped:
+            count[v] = max((count[x] + (x in saved) for x in g[v].inputs if x in dropped), default=0)
+    return count
+
+
+@SETTINGS
+@given(dags(), st.data())
+def test_every_move_of_a_chain_limited_order_stays_within_the_limit(g, data):
+    limit = data.draw(st.integers(0, 3))
+    fusible = data.draw(st.sets(st.sampled_from(g.order))) if data.draw(st.booleans()) else set()
+    mode = data.draw(st.sampled_from(["time", "memory"]))
+    _, moves = drop_order(g, fusible, mode=mode, chain_limit=limit)
+    dropped: set[str] = set()
+    for m in moves:
+        dropped.update(m.nodes)
+        assert max(_chain_counts(g, dropped).values()) <= limit
+    _, free = drop_order(g, fusible, mode=mode)
+    assert {v for m in moves for v in m.nodes} <= {v for m in free for v in m.nodes} | set(g.order)

@@ -49,6 +49,7 @@ ROOM = 0.05          # room under the budget (fraction) the eager code's judged 
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model: on a GPU (not measured since ``fusionguard``)
 FUSED_MARGIN_CPU = 0.01  # on the CPU: every held-out plan measured at 0.997-1.000 of its walk since ``fusionguard``
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
+FUSED_CHAIN_LIMIT = 4  # its moves from the vanilla step: ``selective.drop_order``'s chain_limit
 NOT_YET = object()  # a value not computed yet (where None is a value)
 GIVE_BACK_SECONDS = 15.0  # the same search from a plan whose fused code fits (2.5 s on the held-out ResNet)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
@@ -782,20 +783,28 @@ class Planner:
         planned again at any budget above it (the search meets its floor; ``_below`` tries the
         solver's floor). Every plan's code seen while planning is not: named, the least of those
         was refused again (a tiny HF ResNet on one thread)."""
-        from ..solvers import selective
-
         def need(code: CodePeak) -> float:
             return max(code.peak * (1 + self._margin), code.after_forward + tail)
 
         low = min((need(c) for c in codes), default=float("inf"))
         if self.solver in ("auto", "selective"):
-            low = min(low, selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail),
-                                            time_limit=FUSED_SECONDS).peak)
+            low = min(low, self._fused_lowest(jg, pg, tail).peak)
         try:
             low = min(low, need(self._split(jg, self._floor(pg), pg)[3]))
         except InfeasibleError:
             pass
         return low
+
+    def _fused_lowest(self, jg: JointGraph, pg: Any, tail: float) -> Plan:
+        """The fused search's floor: the plan of least judged peak along its orders from the vanilla step,
+        as they come and chaining at most ``FUSED_CHAIN_LIMIT`` recomputed values (ResNet-152, fp32: 0.59
+        and 0.30 of the vanilla step's peak)."""
+        from ..solvers import selective
+
+        limits = [None] if FUSED_CHAIN_LIMIT is None else [None, FUSED_CHAIN_LIMIT]
+        return min((selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), chain_limit=limit,
+                                     time_limit=FUSED_SECONDS / len(limits)) for limit in limits),
+                   key=lambda p: p.peak)
 
     def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
         """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its code
@@ -822,8 +831,10 @@ class Planner:
         the solvers decide in the unfused graph's terms, where a log-softmax recomputed from bf16
         logits costs three fp32 buffers; fused, it costs none. With costs in seconds each start is
         searched in two move orders, by the planning graph's costs and by fused code's
-        (``fusedcost.priced``), and plans are weighed in fused seconds. For eager code the walk sees
-        what the planning graph does not (a convolution's workspace, a loss's temporaries)."""
+        (``fusedcost.priced``), and plans are weighed in fused seconds. The moves from the vanilla step
+        are searched twice: as they come, and chaining at most ``FUSED_CHAIN_LIMIT`` recomputed values
+        (``selective.drop_order``; neither wins everywhere). For eager code
+        the walk sees what the planning graph does not (a convolution's workspace, a loss's temporaries)."""
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
         from ..solvers import selective
@@ -831,11 +842,13 @@ class Planner:
         if self.solver not in ("auto", "selective"):
             return None
         kind = "selective-fused" if self._fused else "selective-code"
-        starts: list[tuple[str, Any]] = [(kind, None)] if seeds is None else []
+        starts: list[tuple[str, Any, int | None]] = [(kind, None, None)] if seeds is None else []  # name, kept, chains
+        if seeds is None and self._fused and FUSED_CHAIN_LIMIT is not None:
+            starts.append((f"{kind} (chains of {FUSED_CHAIN_LIMIT})", None, FUSED_CHAIN_LIMIT))
         if self.solver == "auto":
             seeds = [smallest_choice(pg, "blocks", self.mode)] if seeds is None else seeds
             starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+{kind}",
-                        _kept(pg, _executed(pg, c.plan)[0])) for c in seeds if c is not None]
+                        _kept(pg, _executed(pg, c.plan)[0]), None) for c in seeds if c is not None]
         if not starts:
             return None
         judge = self._fused_judge(jg, tail)
@@ -851,11 +864,11 @@ class Planner:
             return fusedcost.recompute_seconds(jg, fusedcost.recomputations(steps), self.device)
 
         best, bound = None, {}
-        for name, start in starts:
+        for name, start, chains in starts:
             for on in orders:
                 plan = selective.solve(on, target, self.mode, time_limit=seconds / (len(starts) * len(orders)),
                                        fusible=jg.fusible if self._fused else (), judge=judge, start=start,
-                                       undo=FUSED_UNDO, bound=bound.get(id(on), math.inf))
+                                       undo=FUSED_UNDO, bound=bound.get(id(on), math.inf), chain_limit=chains)
                 if not plan.feasible:
                     continue
                 bound[id(on)] = min(bound.get(id(on), math.inf), plan.recompute_cost)
@@ -913,10 +926,9 @@ class Planner:
         """The plan of least peak (for inductor: of its fused code) when the bytes it frees below
         ``code`` cost at most ``price`` each in recomputation: as ``_fit``'s best, else None."""
         from ..optimize import Choice
-        from ..solvers import selective
 
         if self._fused:
-            plan = selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), time_limit=FUSED_SECONDS)
+            plan = self._fused_lowest(jg, pg, tail)
             plan.stats["chosen"] = "selective-fused (floor)"
             choice = Choice(plan=plan, peak=plan.peak, recompute_cost=plan.recompute_cost, planning_budget=None)
         else:
