@@ -112,15 +112,13 @@ class _State:
     def best_move(self, u: str) -> Move | None:
         """The better (bytes per cost) of dropping u alone and dropping it with its unheld ancestors,
         among those within the chain limit."""
-        if self.chain_limit is None:
-            return self._best_move(u)
         m = self._best_move(u)
-        if m is None or self._chains(m) is not None:
+        if self.chain_limit is None or m is None or self._chains(m) is not None:
             return m
         if self.fusible:
             return None
-        single = self._single(u)
-        return single if single is not None and self._chains(single) is not None else None
+        single = self._alone(u)
+        return single if single.gain > 0 and self._chains(single) is not None else None
 
     def _chains(self, move: Move) -> dict[str, int] | None:
         """The chain counts after ``move`` of its values and of the dropped values that read them,
@@ -156,19 +154,18 @@ class _State:
                     frontier.append(w)
         return out
 
-    def _single(self, u: str) -> Move | None:
+    def _alone(self, u: str) -> Move:
+        """Dropping u alone: its kept inputs that nothing holds yet become held."""
         g = self.graph
         new = tuple(x for x in g[u].inputs if x in self.keep and x not in self.held)
-        single = Move((u,), new, g[u].cost, g[u].mem - g.mem(new))
-        return single if single.gain > 0 else None
+        return Move((u,), new, g[u].cost, g[u].mem - g.mem(new))
 
     def _best_move(self, u: str) -> Move | None:
         if self.fusible:
             return self.fused_move(u)
         g = self.graph
-        new = tuple(x for x in g[u].inputs if x in self.keep and x not in self.held)
-        single = Move((u,), new, g[u].cost, g[u].mem - g.mem(new))
-        best = single if single.gain > 0 else None
+        single = self._alone(u)
+        best, new = (single if single.gain > 0 else None), single.held
         if new:
             group, stack = [u], list(new)
             seen = set(new)
