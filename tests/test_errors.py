@@ -30,6 +30,26 @@ X = torch.randn(4, 8)
 LABELS = torch.tensor([0, 1, 2, 3])
 
 
+class _KeepsAPlainTensor(torch.nn.Module):
+    """A scale kept as a plain attribute, not a buffer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net, self.scale = torch.nn.Linear(8, 8), torch.full((8,), 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.net(x) * self.scale).sum()
+
+
+class _MakesALiteralTensor(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = torch.nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return (self.net(x) * torch.tensor([1.0, 2.0])).sum()
+
+
 class _ReadsAGlobal(torch.nn.Module):
     """A loss module that reads its labels from a global: the plan would freeze them."""
 
@@ -69,6 +89,12 @@ API_CASES = [
      ["requires grad", "requires_grad_(True)"]),
     ("model-closure-tensor", lambda: remat.optimize(_ReadsAGlobal(), X, "50%"), remat.CaptureError,
      ["a tensor (size (4,))", "neither an argument nor a parameter", "register_buffer"]),
+    ("capture-closure-tensor", lambda: remat.capture(_ReadsAGlobal(), X), remat.CaptureError,
+     ["cannot trace _ReadsAGlobal", "a tensor (size (4,))", "neither an argument nor a parameter", "register_buffer"]),
+    ("capture-attribute-tensor", lambda: remat.capture(_KeepsAPlainTensor(), X), remat.CaptureError,
+     ["a tensor (size (8,))", "a plain attribute", "register_buffer"]),
+    ("capture-literal-tensor", lambda: remat.capture(_MakesALiteralTensor(), X), remat.CaptureError,
+     ["a tensor (size (2,))", "torch.tensor([...])", "register_buffer"]),
     # inputs
     ("inputs-shape", lambda: remat.optimize(mlp(), torch.randn(4, 9), "50%"), remat.InputError,
      ["Sequential", "mat1 and mat2", "4x9", "example inputs do not fit", "tuple of positional"]),

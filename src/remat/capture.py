@@ -151,6 +151,7 @@ def trace(model: nn.Module, example_inputs: Any, cost: str = "flops", name: str 
     label = name or type(model).__name__
     with eager_positions(packed_positions(kwargs)), unchecked_values():
         gm = _make_fx(fn, flat, label)
+    _refuse_constants(gm, label)
     out_leaves = _output_leaves(out_info["leaves"], gm, label)
     prog = _build(gm, flat, state_names, len(params), set(buffers), cost, label)
     prog.in_spec, prog.tensor_positions, prog.const_leaves = in_spec, tensor_positions, const_leaves
@@ -317,10 +318,7 @@ def explain(e: BaseException, label: str, doing: str = "trace") -> CaptureError 
     elif "convert all tensors to faketensors" in low:
         found = re.search(r"tensor\(\[.*?\], size=\(([^)]*)\)", str(e))
         size = f" (size ({found.group(1)}))" if found else ""
-        hint = (f"the forward reads a tensor{size} that is neither an argument nor a parameter or buffer "
-                "of the module (a global or a closure variable), so the plan cannot see it change "
-                "between steps: pass it as an argument of forward, or register it with "
-                "module.register_buffer")
+        hint = _unseen_tensor(size)
     elif "Unsupported" in kind or "fake" in low or "meta" in low:
         hint = ("an op has no fake/meta implementation, so its output size is unknown without running "
                 "it: register one with torch.library.register_fake, or call that op outside the module")
@@ -331,6 +329,29 @@ def explain(e: BaseException, label: str, doing: str = "trace") -> CaptureError 
         hint = "simplify or split the forward so that it can be traced with torch.fx make_fx"
     verb = "cannot trace" if doing == "trace" else "cannot run one training step of"
     return error(f"{verb} {label}{where}: {kind}: {first}. Hint: {hint}")
+
+
+def _unseen_tensor(size: str) -> str:
+    return (f"the forward reads a tensor{size} that is neither an argument nor a parameter or buffer "
+            "of the module (a plain attribute, a global or a closure variable), so the plan cannot see it "
+            "change between steps: pass it as an argument of forward, or register it with "
+            "module.register_buffer")
+
+
+def _refuse_constants(gm: torch.fx.GraphModule, label: str) -> None:
+    """The trace baked in a tensor the forward reads from outside its arguments and state (``make_fx``
+    makes it a constant): the same CaptureError as ``optimize``'s, not a KeyError where it is read."""
+    for n in gm.graph.nodes:
+        t = getattr(gm, n.target, None) if n.op == "get_attr" else None
+        if not isinstance(t, torch.Tensor):
+            continue
+        size = " (size (" + ", ".join(str(d) for d in t.shape) + ("," if t.dim() == 1 else "") + "))"
+        if any(u.target == torch.ops.aten.lift_fresh_copy.default for u in n.users):  # torch.tensor([...])
+            hint = (f"the forward makes a tensor{size} from Python values (torch.tensor([...])), which a "
+                    "trace can only bake in: make it once in __init__ with module.register_buffer and read that")
+        else:
+            hint = _unseen_tensor(size)
+        raise CaptureError(f"cannot trace {label}: it reads a tensor the trace can only bake in. Hint: {hint}")
 
 
 _explain = explain
