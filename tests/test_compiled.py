@@ -1042,6 +1042,44 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
     torch._dynamo.reset()
 
 
+def test_backend_inductor_searches_the_vanilla_step_with_and_without_a_chain_limit(monkeypatch):
+    """The fused search runs from the vanilla step twice, as its moves come and with chains of at most
+    ``FUSED_CHAIN_LIMIT`` recomputed values (``selective.drop_order``), and the plan it keeps meets the budget."""
+    from remat.compiled import partitioner
+    from remat.solvers import selective
+
+    calls: list[tuple[bool, Any]] = []
+    solve = selective.solve
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        calls.append((kwargs.get("start") is None, kwargs.get("chain_limit")))
+        return solve(*args, **kwargs)
+
+    monkeypatch.setattr(selective, "solve", spy)
+    torch._dynamo.reset()
+    torch.manual_seed(0)
+    blocks = [nn.Sequential(nn.Linear(32, 64), nn.GELU(), nn.Linear(64, 32)) for _ in range(6)]
+
+    class Stream(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = nn.ModuleList(blocks)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for b in self.blocks:
+                x = x + b(x)
+            return x.square().mean()
+
+    model, x = Stream(), torch.randn(64, 32)
+    budget = 0.5 * measure(copy.deepcopy(model), x, method="profiler").peak
+    be = remat.backend(budget=budget, solver="auto", compiler="inductor")
+    peak = measure(torch.compile(model, backend=be), x, method="profiler").peak
+    assert (True, None) in calls and (True, partitioner.FUSED_CHAIN_LIMIT) in calls
+    assert partitioner.FUSED_CHAIN_LIMIT is not None
+    assert peak <= budget * 1.01
+    torch._dynamo.reset()
+
+
 class _Traced:
     """The references for the backend's fx code: eager, and ``aot_eager`` (torch.compile's own
     partition, run op by op) on copies of ``model``. The fx code runs the program dynamo traced,
