@@ -258,8 +258,8 @@ def _order(graph: Graph, fusible: Iterable[str] = (), start: Iterable[str] | Non
         held = set(start) | fixed
         again = frozenset(recomputed_by(graph, held))
         keep = set(graph.order) - again
-    st = _State(graph, keep, set(held), fixed, frozenset(fusible), saved=frozenset(backward_reads(graph)),
-                chain_limit=chain_limit)
+    saved = frozenset(backward_reads(graph)) if chain_limit is not None else frozenset()  # read only with a limit
+    st = _State(graph, keep, set(held), fixed, frozenset(fusible), saved=saved, chain_limit=chain_limit)
     heap: list[tuple[tuple[float, float], int, str]] = []
     index = graph.index
 
