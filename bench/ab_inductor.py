@@ -7,6 +7,7 @@ peak, then every step interleaved round by round, as ratios to torch.compile b=1
     ab.add("compile", heldout.Compiled(ab.held.model, "inductor", 1.0, "ab_compile"))
     ab.remat("new", budget)
     ab.remat("old", budget, during=old_behaviour)   # a context manager
+    ab.optimized("eager", "50%")                    # remat.optimize's eager code
     ab.finish(rounds=30)                            # prints, writes $OUT/ab_<model>_<dtype>.json
 """
 from __future__ import annotations
@@ -73,6 +74,15 @@ class AB:
         self.add(label, heldout.Compiled(self.held.model, be, None, f"ab_{label}"), during)
         self.rows[label]["budget"] = budget
         self.rows[label]["report"] = [{k: r.get(k) for k in REPORT_KEYS} for r in be.report]
+        print(label, self.rows[label]["report"], flush=True)
+
+    def optimized(self, label: str, budget: Any, during: Callable[[], Any] = contextlib.nullcontext,
+                  **options: Any) -> None:
+        """``remat.optimize`` (eager generated code, auto) on the model, planned under ``during()``."""
+        with during(), heldout.autocast("cpu", self.autocast):
+            module = remat.optimize(self.held.model, self.held.inputs, budget, **options)
+        self.add(label, module)
+        self.rows[label].update(budget=budget, report={k: getattr(module.report, k, None) for k in REPORT_KEYS})
         print(label, self.rows[label]["report"], flush=True)
 
     def finish(self, rounds: int, reference: str = "compile") -> None:

@@ -291,6 +291,19 @@ def test_a_chain_limit_keeps_every_third_value_of_the_residual_stream():
     assert selective.lowest(longer, chain_limit=2).peak < selective.lowest(longer).peak
 
 
+def test_selective_chains_meets_a_budget_selective_cannot_and_auto_takes_it():
+    """Nine blocks: unlimited, the order's floor is 60; with chains of ``CHAIN_LIMIT`` it is 56. At
+    56 only the limited solver fits, and auto, which runs both, answers with its plan."""
+    g = residual_stream(9)
+    budget = remat.min_budget(g, solver="selective-chains")
+    assert budget == selective.lowest(g, chain_limit=selective.CHAIN_LIMIT).peak < remat.min_budget(g, "selective")
+    assert not remat.solve(g, budget, solver="selective").feasible
+    limited = remat.solve(g, budget, solver="selective-chains")
+    assert limited.feasible and limited.solver == "selective-chains" and simulate(g, limited).peak == limited.peak
+    plan = remat.solve(g, budget, solver="auto")
+    assert plan.feasible and plan.recompute_cost <= limited.recompute_cost
+
+
 def _chain_counts(g: remat.Graph, dropped: set[str]) -> dict[str, int]:
     """From scratch: per dropped value, the most backward-read values its recomputation remakes early in a row."""
     saved = selective.backward_reads(g)

@@ -29,6 +29,7 @@ from ..errors import InfeasibleError, RematError
 from ..measure import held_gradients
 from ..plan import Plan
 from ..simulate import Simulation, simulate_training
+from ..solvers.selective import CHAIN_LIMIT
 from . import accumulate, batchnorm, castcache, costs, fusedcost, fusionguard, storedplans, tangents
 from .chain import with_tail, without_tail
 from .codefloor import CodeFloor, code_floor
@@ -49,7 +50,7 @@ ROOM = 0.05          # room under the budget (fraction) the eager code's judged 
 FUSED_MARGIN = 0.03  # aside for what the fused walk does not model: on a GPU (not measured since ``fusionguard``)
 FUSED_MARGIN_CPU = 0.01  # on the CPU: every held-out plan measured at 0.997-1.000 of its walk since ``fusionguard``
 FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
-FUSED_CHAIN_LIMIT = 4  # its moves from the vanilla step: ``selective.drop_order``'s chain_limit
+FUSED_CHAIN_LIMIT = CHAIN_LIMIT  # its moves from the vanilla step: ``selective.drop_order``'s chain_limit
 NOT_YET = object()  # a value not computed yet (where None is a value)
 GIVE_BACK_SECONDS = 15.0  # the same search from a plan whose fused code fits (2.5 s on the held-out ResNet)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
@@ -899,7 +900,8 @@ class Planner:
     def _code_floor(self, jg: JointGraph, pg: Any, tail: float) -> tuple:
         """Eager code whose every plan is over the budget: the plan of least code peak the judged
         search reaches, from the vanilla step and (with auto) per-block checkpointing's floor, as
-        ``_fit``'s best. The solvers' least plan is least in the planning graph, which does not see
+        ``_fit``'s best; from the vanilla step also with chains of at most ``CHAIN_LIMIT`` recomputed values
+        (``selective-chains``). The solvers' least plan is least in the planning graph, which does not see
         the temporaries inside ops: a ConvNeXt V2 (fp32, CPU) whose least plan by the solvers needed
         0.883 of the vanilla peak, more than per-block checkpointing's 0.851, met 0.822 from the
         blocks' floor, and the refusal had named the 0.883."""
@@ -907,15 +909,16 @@ class Planner:
         from ..runtime import _executed
         from ..solvers import selective
 
-        starts: list = [("selective-code (floor)", None)]
+        starts: list = [("selective-code (floor)", None, None),
+                        (f"selective-code (floor, chains of {CHAIN_LIMIT})", None, CHAIN_LIMIT)]
         blocks = smallest_choice(pg, "blocks", self.mode) if self.solver == "auto" else None
         if blocks is not None:
-            starts.append(("blocks+selective-code (floor)", _kept(pg, _executed(pg, blocks.plan)[0])))
+            starts.append(("blocks+selective-code (floor)", _kept(pg, _executed(pg, blocks.plan)[0]), None))
         judge = self._fused_judge(jg, tail)
         plans = []
-        for name, start in starts:
+        for name, start, chains in starts:
             plans.append(selective.lowest(pg, (), judge, start=start, time_limit=CODE_SECONDS / len(starts),
-                                          mode=self.mode))
+                                          mode=self.mode, chain_limit=chains))
             plans[-1].stats["chosen"] = name
         plan = min(plans, key=lambda p: p.peak)
         choice = Choice(plan=plan, peak=plan.peak, recompute_cost=plan.recompute_cost, planning_budget=None)
