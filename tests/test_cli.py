@@ -6,6 +6,7 @@ import re
 import pytest
 
 from remat import Graph, min_budget
+from remat import solve as remat_solve
 from remat.cli import main
 
 
@@ -34,6 +35,12 @@ def test_solve_table_and_infeasible_exit_code(graph_file, capsys):
     out = capsys.readouterr().out
     best = min_budget(Graph.from_json(graph_file), solver="dp-approx")
     assert "feasible" in out and " no " in out and f"smallest budget it can meet is {best:g}" in out
+
+
+def test_solve_table_names_the_solver_auto_chose(graph_file, capsys):
+    assert main(["solve", str(graph_file), "--budget", "9", "--solver", "auto"]) == 0
+    chosen = remat_solve(Graph.from_json(graph_file), 9, solver="auto").stats["chosen"]
+    assert re.search(rf"^chosen\s+{re.escape(chosen)}\s*$", capsys.readouterr().out, re.M)
 
 
 @pytest.mark.parametrize("budget, units", [("9", 9), ("90%", 9), ("0.9", 9), (".9", 9), ("9B", 9)])

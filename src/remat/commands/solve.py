@@ -76,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
                    "simulated": sim.to_json() if sim else None}, full=args.json_full)
         return code
     rows = [("budget", "unlimited" if units is None else f"{size(units)} ({percent(units, base)} of vanilla)"),
+            *([("chosen", plan.stats["chosen"])] if plan.stats.get("chosen") else []),  # auto's pick
             ("feasible", fmt(plan.feasible)),
             ("simulated peak", "-" if sim is None else f"{size(sim.peak)} ({percent(sim.peak, base)})"),
             ("solver's own peak", size(plan.stats.get("solver_peak", plan.peak))),
