@@ -8,6 +8,7 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import torch
 
@@ -34,31 +35,42 @@ def old():
         auto.default_candidates, partitioner.CHAIN_LIMIT = was
 
 
-def main() -> None:
+def compare(models: str, variants: dict, describe: Callable[[Any], dict], out_name: str) -> None:
+    """Each model (comma list) and dtype, at "50%" and at the eager peers' peaks (``PEERS``, no tolerance over them),
+    planned by ``remat.optimize`` (verify=False) under each of ``variants`` (label -> context): ``describe(module)``
+    (and the planning seconds, or the refusal) per variant, one JSON row per budget printed and in $OUT/``out_name``."""
     torch.set_num_threads(1)
     rows = json.loads(PEERS.read_text())["rows"]
     out = []
-    for name in sys.argv[1].split(","):
+    for name in models.split(","):
         held = heldout.build(name, "cpu", "cpu")
         for dtype in ("fp32", "bf16"):
             peaks = {r["method"]: r["peak"] for r in rows if r["model"] == name and r["dtype"] == dtype}
             budgets = [("50%", "50%"), *((f"@{m}", int(peaks[m])) for m in ("per-block checkpoint", "sac-matmul"))]
             for label, budget in budgets:
                 row = {"model": name, "dtype": dtype, "budget": label}
-                for which, ctx in (("new", contextlib.nullcontext), ("old", old)):
+                for which, ctx in variants.items():
                     forget_floors()
                     t0 = time.perf_counter()
                     try:
                         with ctx(), heldout.autocast("cpu", torch.bfloat16 if dtype == "bf16" else None):
-                            rep = remat.optimize(held.model, held.inputs, budget, verify=False,
-                                                 **({} if label == "50%" else {"tolerance": 0.0})).report
-                        row[which] = {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
-                                      "predicted_peak": rep.predicted_peak, "seconds": round(time.perf_counter() - t0, 1)}
+                            module = remat.optimize(held.model, held.inputs, budget, verify=False,
+                                                    **({} if label == "50%" else {"tolerance": 0.0}))
+                        row[which] = {**describe(module), "seconds": round(time.perf_counter() - t0, 1)}
                     except Exception as e:  # noqa: BLE001 -- a refused budget is a result
                         row[which] = {"error": f"{type(e).__name__}: {e}"[:300]}
                 print(json.dumps(row), flush=True)
                 out.append(row)
-    Path(os.environ.get("OUT", "."), "plans_eager.json").write_text(json.dumps(out, indent=1))
+    Path(os.environ.get("OUT", "."), out_name).write_text(json.dumps(out, indent=1))
+
+
+def main() -> None:
+    def describe(module: Any) -> dict:
+        rep = module.report
+        return {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
+                "predicted_peak": rep.predicted_peak}
+
+    compare(sys.argv[1], {"new": contextlib.nullcontext, "old": old}, describe, "plans_eager.json")
 
 
 if __name__ == "__main__":

@@ -5,21 +5,15 @@ priced by the roofline ("old": ``costs.TIMED`` as committed). Prints each plan's
 a forward, in its own costs), predicted recompute seconds, the same ops' ``cost="profile"`` seconds and the predicted
 peak. argv: models (comma list). Writes $OUT/plans.json."""
 import contextlib
-import json
-import os
 import sys
 from pathlib import Path
+from typing import Any
 
-import torch
-
-ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT / "src"))
-import remat  # noqa: E402
-from remat.bench import heldout  # noqa: E402
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parents[2] / "src"), str(HERE.parent / "selective_chains_cpu")]
+from plans_eager import compare  # noqa: E402
 from remat.compiled import costs  # noqa: E402
-from remat.judge import forget_floors  # noqa: E402
 
-PEERS = ROOT / "bench/results/compiled_cpu/eager_all_calibrated_b1ec090/results.json"
 TRIED = costs.TIMED | {"native_layer_norm", *costs._ATTENTION}
 
 
@@ -45,29 +39,13 @@ def recompute_seconds(planned) -> float:  # noqa: ANN001 -- partitioner.Planned
 
 
 def main() -> None:
-    torch.set_num_threads(1)
-    rows = json.loads(PEERS.read_text())["rows"]
-    out = []
-    for name in sys.argv[1].split(","):
-        held = heldout.build(name, "cpu", "cpu")
-        for dtype in ("fp32", "bf16"):
-            peaks = {r["method"]: r["peak"] for r in rows if r["model"] == name and r["dtype"] == dtype}
-            budgets = [("50%", "50%"), *((f"@{m}", int(peaks[m])) for m in ("per-block checkpoint", "sac-matmul"))]
-            for label, budget in budgets:
-                row = {"model": name, "dtype": dtype, "budget": label}
-                for which, ctx in (("new", new), ("old", contextlib.nullcontext)):
-                    forget_floors()
-                    with ctx(), heldout.autocast("cpu", torch.bfloat16 if dtype == "bf16" else None):
-                        mod = remat.optimize(held.model, held.inputs, budget, verify=False,
-                                             **({} if label == "50%" else {"tolerance": 0.0}))
-                    rep, planned = mod.report, mod.step.planned
-                    row[which] = {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
-                                  "predicted_recompute_s": planned.prediction.recompute_cost,
-                                  "profiled_recompute_s": recompute_seconds(planned),
-                                  "predicted_peak": rep.predicted_peak}
-                print(json.dumps(row), flush=True)
-                out.append(row)
-    Path(os.environ.get("OUT", "."), "plans.json").write_text(json.dumps(out, indent=1))
+    def describe(module: Any) -> dict:
+        rep, planned = module.report, module.step.planned
+        return {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
+                "predicted_recompute_s": planned.prediction.recompute_cost,
+                "profiled_recompute_s": recompute_seconds(planned), "predicted_peak": rep.predicted_peak}
+
+    compare(sys.argv[1], {"new": new, "old": contextlib.nullcontext}, describe, "plans.json")
 
 
 if __name__ == "__main__":
