@@ -293,7 +293,7 @@ def test_a_chain_limit_keeps_every_third_value_of_the_residual_stream():
 
 def test_selective_chains_meets_a_budget_selective_cannot_and_auto_takes_it():
     """Nine blocks: unlimited, the order's floor is 60; with chains of ``CHAIN_LIMIT`` it is 56. At
-    56 only the limited solver fits, and auto, which runs both, answers with its plan."""
+    56 only the limited solver fits, and auto, which runs both, answers with a plan that costs no more."""
     g = residual_stream(9)
     budget = remat.min_budget(g, solver="selective-chains")
     assert budget == selective.lowest(g, chain_limit=selective.CHAIN_LIMIT).peak < remat.min_budget(g, "selective")
