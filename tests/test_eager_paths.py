@@ -388,8 +388,11 @@ def test_a_budget_under_the_ops_own_temporaries_is_refused_naming_one_that_is_me
         need = int(re.search(r"(\d+) bytes\)", str(info.value)).group(1))
         assert math.ceil(info.value.needed) == need  # what the message names, as a number (the demo's retry)
         assert "of the measured vanilla peak" in str(info.value)  # the base of "50%": verify measured it
-        with pytest.raises(remat.InfeasibleError, match="of the vanilla peak its planning graph simulates"):
+        with pytest.raises(remat.InfeasibleError, match="of the vanilla peak its planning graph simulates") as low:
             remat.optimize(copy.deepcopy(model), (x,), "20%", verify=False)  # unmeasured: which vanilla, said
+        # above 100% of that base: the refusal says why (the convolution's backward, whatever is recomputed)
+        assert re.search(r"\(1\d\d\.\d%, \d+ bytes\); whatever a plan recomputes, its generated code needs .* \(the "
+                         r"backward's convolution_backward runs with", str(low.value))
         module = remat.optimize(model, (x,), need)
     finally:
         torch.set_num_threads(before)

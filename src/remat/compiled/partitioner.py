@@ -771,11 +771,15 @@ class Planner:
             return InfeasibleError(f"{cause}{told}", needed=getattr(cause, "needed", None)) if told else cause
         what = (" with inductor's fused code" if self._fused
                 else " (its generated code, temporaries inside ops included)")
+        why = ""
+        if not self._fused and (least := self._least_possible(jg)).peak >= 0.99 * low:  # (within 1%: it binds)
+            # the code's own floor binds, which the planning graph's peaks do not show (a ConvNeXt V2: 422.6% of them)
+            why = f"; whatever a plan recomputes, its generated code needs {fmt_bytes(least.peak)} ({least.why()})"
         return InfeasibleError(
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of {self._base_words}, {fmt_bytes(base)}) "
             f"is below the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
-            f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes): raise the budget to at least that"
-            + _output_grads_text(jg, low, self._unused), needed=int(low) + 1)
+            f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes){why}: raise the budget to at least "
+            "that" + _output_grads_text(jg, low, self._unused), needed=int(low) + 1)
 
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
