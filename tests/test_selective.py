@@ -292,16 +292,29 @@ def test_a_chain_limit_keeps_every_third_value_of_the_residual_stream():
 
 
 def test_selective_chains_meets_a_budget_selective_cannot_and_auto_takes_it():
-    """Nine blocks: unlimited, the order's floor is 60; with chains of ``CHAIN_LIMIT`` it is 56. At
-    56 only the limited solver fits, and auto, which runs both, answers with a plan that costs no more."""
+    """Nine blocks: unlimited, the order's floor is 60; with short chains it is 56. At 56 only the
+    limited solver fits, and auto, which runs both, answers with a plan that costs no more."""
     g = residual_stream(9)
     budget = remat.min_budget(g, solver="selective-chains")
-    assert budget == selective.lowest(g, chain_limit=selective.CHAIN_LIMIT).peak < remat.min_budget(g, "selective")
+    assert budget == 56 < remat.min_budget(g, "selective") == 60
     assert not remat.solve(g, budget, solver="selective").feasible
     limited = remat.solve(g, budget, solver="selective-chains")
     assert limited.feasible and limited.solver == "selective-chains" and simulate(g, limited).peak == limited.peak
     plan = remat.solve(g, budget, solver="auto")
     assert plan.feasible and plan.recompute_cost <= limited.recompute_cost
+
+
+def test_selective_chains_keeps_the_limit_that_suits_the_streams_length():
+    """The best limit grows with the stream, like Chen's sqrt(n) segments: 24 blocks reach 124 with
+    chains of 8, against 128 with 4 and 140 with 16; ``selective-chains`` tries ``CHAIN_LIMITS`` and
+    meets 124, where a limit of 4 asked for alone does not."""
+    g = residual_stream(24)
+    floors = {limit: selective.lowest(g, chain_limit=limit).peak for limit in selective.CHAIN_LIMITS}
+    assert floors[8] == 124 < floors[4] == 128 < floors[16] == 140
+    assert remat.min_budget(g, solver="selective-chains") == 124
+    plan = remat.solve(g, 124, solver="selective-chains")
+    assert plan.feasible and plan.stats["chain_limit"] == 8 and simulate(g, plan).peak == plan.peak <= 124
+    assert not remat.solve(g, 124, solver="selective-chains", chain_limit=4).feasible
 
 
 def _chain_counts(g: remat.Graph, dropped: set[str]) -> dict[str, int]:
