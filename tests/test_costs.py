@@ -308,10 +308,11 @@ def test_a_pooling_window_larger_than_its_input_reads_only_the_input():
     assert costs.rated(padded) == ("pool", 4 * 5)
 
 
-def test_the_roofline_times_convolutions_and_batch_norms_where_it_can(tmp_path, monkeypatch):
+def test_the_roofline_times_convolutions_batch_norms_and_slow_ops_where_it_can(tmp_path, monkeypatch):
     """On the CPU a small convolution takes 70-100 us whatever its FLOPs (the roofline said 7-30):
-    under ``"roofline"`` convolutions and batch norms are timed on the device, once per shape;
-    other ops keep their roofline, and a graph on the meta device (nothing to time on) too."""
+    under ``"roofline"`` convolutions and batch norms are timed on the device, once per shape, and
+    so is any op the roofline prices at ``TIME_FROM`` or more; cheaper ops keep their roofline,
+    and a graph on the meta device (nothing to time on) too."""
     monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
     monkeypatch.setattr(costs, "time_op", lambda n, device: 1e-3)
 
@@ -322,14 +323,21 @@ def test_the_roofline_times_convolutions_and_batch_norms_where_it_can(tmp_path, 
             a.meta["val"] = torch.empty_like(a.meta["val"], device=device)
         return n
 
+    def add(rows, device="cpu"):
+        n = _node(torch.ops.aten.add.Tensor, (rows, 16), (rows, 16), out=(rows, 16))
+        for a in (*n.all_input_nodes, n):
+            a.meta["val"] = torch.empty_like(a.meta["val"], device=device)
+        return n
+
     on_cpu, on_meta = conv("cpu"), conv("meta")
-    add = _node(torch.ops.aten.add.Tensor, (8, 16), (8, 16), out=(8, 16))
-    add.meta["val"] = torch.empty(8, 16)
+    small, large, large_on_meta = add(8), add(2 ** 16), add(2 ** 16, "meta")
+    assert costs.roofline(small) < costs.TIME_FROM <= costs.roofline(large)
     notes: list[str] = []
-    got = costs.node_costs([on_cpu, on_meta, add], "roofline", notes=notes)
-    assert costs.timed_kind(on_cpu) and not costs.timed_kind(add)
-    assert got[on_cpu] == 1e-3
+    got = costs.node_costs([on_cpu, on_meta, small, large, large_on_meta], "roofline", notes=notes)
+    assert costs.timed_kind(on_cpu) and not costs.timed_kind(small)
+    assert got[on_cpu] == got[large] == 1e-3
     assert got[on_meta] == costs.roofline(on_meta, "cpu") != 1e-3
-    assert got[add] == costs.roofline(add)
-    assert any("convolutions and batch norms timed on the device (1 ops" in note for note in notes)
+    assert got[small] == costs.roofline(small)
+    assert got[large_on_meta] == costs.roofline(large_on_meta, "cpu") != 1e-3
+    assert any("or more timed on the device (2 ops" in note for note in notes)
     assert costs.node_costs([on_cpu], "flops")[on_cpu] == costs.flops(on_cpu)  # FLOP costs time nothing
