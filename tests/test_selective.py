@@ -121,6 +121,19 @@ def test_time_limit_returns_a_plan_and_says_what_was_cut_short():
     assert plan.feasible == (simulate(g, plan).peak <= 0.5 * vanilla_peak(g))
 
 
+@SETTINGS
+@given(g=dags(max_nodes=9))
+def test_a_floor_cut_short_by_its_time_limit_says_so_and_is_still_met(g):
+    """``lowest`` with no time left probes one prefix (the longest) and says the floor was cut
+    short; that floor is at or above the whole search's, and a plan within it exists."""
+    whole, cut = selective.lowest(g), selective.lowest(g, time_limit=0.0)
+    assert "cut_short" not in whole.stats
+    assert cut.stats["prefix"] == max(selective._probes(len(drop_order(g)[1]), 24))
+    assert cut.peak >= whole.peak
+    assert ("cut_short" in cut.stats) == (len(selective._probes(len(drop_order(g)[1]), 24)) > 1)
+    assert selective.solve(g, cut.peak).feasible
+
+
 def test_no_budget_recomputes_nothing():
     plan = remat.solve(mlp_chain(), None, solver="selective")
     assert plan.feasible and plan.recompute_cost == 0

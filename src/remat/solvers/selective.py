@@ -410,18 +410,32 @@ def _search(graph: Graph, deadline: float, fusible: Iterable[str] = (), judge: J
 def lowest(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None,
            start: Iterable[str] | None = None, time_limit: float | None = None, mode: str = "time",
            chain_limit: int | None = None) -> Plan:
-    """The plan of least (judged) peak among the prefixes the budget search may probe: its floor."""
+    """The plan of least (judged) peak among the prefixes the budget search may probe: its floor.
+    With a ``time_limit``, the probes not reached within it (longest prefix first: the usual floor;
+    at least one per move order) are left out, and ``stats["cut_short"]`` says so: the floor is
+    then higher, still one every larger budget meets (``smallest_fitting`` tries every probe)."""
     started = time.perf_counter()
     deadline = started + (time_limit if time_limit is not None else math.inf)
     plans = []
     for order in _orders(mode, start):
         search = _search(graph, deadline, fusible, judge, start, order, chain_limit)
-        k = min(_probes(len(search.moves), search.points), key=search.peak)
+        probes = sorted(_probes(len(search.moves), search.points), reverse=True)
+        tried: list[int] = []
+        for k in probes:
+            if tried and search.out_of_time():
+                break
+            search.peak(k)
+            tried.append(k)
+        k = min(tried, key=search.peak)
         kept, steps, sim = search.sims[k]
+        stats = {"prefix": k, "floor": True, "order": order}
+        if len(tried) < len(probes):
+            stats["cut_short"] = f"floor sought among {len(tried)} of {len(probes)} prefixes: out of time"
         plans.append(Plan(solver="selective", budget=None, feasible=True, schedule=steps,
                           kept=[v for v in graph.order if v in kept], peak=search.peak(k),
-                          recompute_cost=sim.recompute_cost, mode=mode,
-                          stats={"prefix": k, "floor": True, "order": order}))
+                          recompute_cost=sim.recompute_cost, mode=mode, stats=stats))
+        if search.out_of_time():
+            break
     plan = min(plans, key=lambda p: p.peak)
     plan.solve_seconds = time.perf_counter() - started
     return plan
@@ -438,8 +452,10 @@ def _orders(mode: str, start: Iterable[str] | None) -> tuple[str, ...]:
 
 def _min_budget(graph: Graph, fusible: Iterable[str] = (), judge: Judge | None = None,
                 start: Iterable[str] | None = None, mode: str = "time", **options) -> float:
-    """Least budget ``selective`` meets: every budget at or above it finds a prefix that fits."""
-    return lowest(graph, fusible, judge, start, mode=mode, chain_limit=options.get("chain_limit")).peak
+    """Least budget ``selective`` meets: every budget at or above it finds a prefix that fits (with a
+    ``time_limit``, the least found within it: ``lowest``)."""
+    return lowest(graph, fusible, judge, start, time_limit=options.get("time_limit"), mode=mode,
+                  chain_limit=options.get("chain_limit")).peak
 
 
 @register("selective", min_budget=_min_budget)
@@ -664,10 +680,12 @@ def _chains_min_budget(graph: Graph, **options) -> float:
     limits = (options["chain_limit"],) if options.get("chain_limit") is not None else CHAIN_LIMITS
     deadline = time.perf_counter() + (options["time_limit"] if options.get("time_limit") is not None else math.inf)
     lows = []
-    for limit in limits:
-        if lows and time.perf_counter() > deadline:
+    for i, limit in enumerate(limits):
+        left = deadline - time.perf_counter()
+        if lows and left < 0:
             break
-        lows.append(_min_budget(graph, **{**options, "chain_limit": limit}))
+        share = None if math.isinf(left) else max(left, 0.0) / (len(limits) - i)
+        lows.append(_min_budget(graph, **{**options, "chain_limit": limit, "time_limit": share}))
     return min(lows)
 
 
