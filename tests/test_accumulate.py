@@ -70,3 +70,24 @@ def test_with_grad_none_each_returned_gradient_becomes_it():
         net.zero_grad(set_to_none=True)
         net(x).sum().backward()
     assert all(torch.equal(p.grad, q.grad) for p, q in zip(module.parameters(), ref.parameters()))
+
+
+def test_a_plan_made_for_grad_none_warns_once_when_grad_is_allocated_after_all():
+    """Planned with ``.grad`` set to None (``gradients="auto"`` on the CPU), a step that finds it
+    allocated holds the returned gradients until the backward ends, above the plan's peak: a
+    warning names the fix, once; steps with ``.grad`` None do not warn, and gradients stay eager's."""
+    import warnings
+
+    model, x = _wide()
+    ref = copy.deepcopy(model)
+    module = remat.optimize(model, (x,), "100%", solver="none", verify=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        module.zero_grad(set_to_none=True)
+        module(x).sum().backward()
+    with pytest.warns(UserWarning, match="gradients='allocated'") as caught:
+        got = [g.clone() for g in _steps(module, x)]
+        allocated = remat.measure(module, (x,), gradients="allocated", method="profiler").peak
+    assert sum("gradients='allocated'" in str(w.message) for w in caught) == 1
+    assert allocated > module.report.predicted_peak * 1.5  # what it warns of: the gradients held dwarf the plan
+    assert all(torch.equal(g, e) for g, e in zip(got, _steps(ref, x)))

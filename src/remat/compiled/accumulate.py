@@ -29,6 +29,7 @@ import torch.fx as fx
 ACCUMULATED = "remat_accumulated"  # backward.meta: positions whose gradients it adds into .grad itself
 ACCUMULATING = "remat_accumulating"  # the returning form's meta (as AOTAutograd gets it): the accumulating one
 GRAD_OF = "remat_grad_of"          # an added placeholder's (and sum's) meta: the forward input whose .grad it is
+UNHELD = "remat_unheld"            # backward.meta: the parameters' positions, where planned with .grad set to None
 
 
 def in_place(forward: fx.GraphModule, backward: fx.GraphModule, params: tuple[int, ...]) -> list[int]:
@@ -106,7 +107,7 @@ def compiled(backward: fx.GraphModule, example: list, codegen: Callable[[fx.Grap
     model's parameters first)."""
     other = backward.meta.pop(ACCUMULATING, None)
     if other is None:
-        return codegen(backward, example)
+        return _unheld(codegen(backward, example), backward.meta.get(UNHELD, ()), state)
     done = other.meta[ACCUMULATED]
     returning = codegen(backward, example)
     added = [p.meta["val"] for p in other.graph.find_nodes(op="placeholder") if GRAD_OF in p.meta]
@@ -126,6 +127,31 @@ def compiled(backward: fx.GraphModule, example: list, codegen: Callable[[fx.Grap
             return returning(args)
         args.extend(grads)  # (boxed: the callee empties the list, so the saved values can be freed as used)
         return accumulating(args)
+
+    run._boxed_call = True  # type: ignore[attr-defined]
+    return run
+
+
+def _unheld(fn: Callable, params: tuple[int, ...], state: Callable[[], list[torch.Tensor]]) -> Callable:
+    """``fn``, a backward planned with ``.grad`` set to None before each step (``gradients="none"``, or
+    ``"auto"`` off CUDA), that warns once when a parameter's ``.grad`` is allocated after all (gradient
+    accumulation, ``zero_grad(set_to_none=False)``): autograd then adds the returned gradients in when the
+    backward ends, so they are held together until then, above the plan's peak (a ViT's 50% plan on the
+    CPU: 7.73 MB measured against 7.03 planned). The plan that counts them is ``gradients="allocated"``'s."""
+    if not params:
+        return fn
+    warned: list[bool] = []
+
+    def run(args: list) -> Any:
+        if not warned:
+            current = state()
+            if any(current[j].grad is not None for j in params if j < len(current)):
+                warned.append(True)
+                warnings.warn("remat: .grad is allocated before this step (gradient accumulation, zero_grad("
+                              "set_to_none=False)), but the plan was made for gradients set to None: the backward's "
+                              "gradients are held until it ends, above the plan's peak. Pass gradients='allocated' "
+                              "to remat.optimize or remat.backend to plan for it", stacklevel=2)
+        return fn(args)
 
     run._boxed_call = True  # type: ignore[attr-defined]
     return run

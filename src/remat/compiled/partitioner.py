@@ -1139,6 +1139,8 @@ class Planner:
             grads_as_parameters(sp.forward, sp.backward, jg.num_fwd_outputs)
         if self._held_grads and self._params and not accumulate.distributed():  # .grad allocated: each
             accumulate.in_place(sp.forward, sp.backward, self._params)         # added in where made, as eager does
+        elif not self._held_grads:  # a .grad allocated after all is warned of (``accumulate._unheld``)
+            sp.backward.meta[accumulate.UNHELD] = self._params
         return sp
 
     def _stored(self, jg: JointGraph, vanilla: float, started: float) -> tuple[fx.GraphModule, fx.GraphModule]:
