@@ -1906,3 +1906,32 @@ def test_a_refused_attempts_planning_time_is_counted_in_the_plan_made_after_it(m
     compile_step(copy.deepcopy(model), (x,), {}, planner)
     (planned,) = planner.planned
     assert planned.seconds >= 0.3 and any("refused attempt" in n for n in planned.notes)
+
+
+def test_the_code_judged_search_also_starts_from_the_selective_familys_own_plans(monkeypatch):
+    """Under auto, the eager code's judged search starts from auto's choice, per-block checkpointing's
+    floor and the plans of ``CODE_SEEDS`` that are not among them (the ViT bf16 plan at per-block
+    checkpointing's peak: 5.50 ms of recomputation against 5.77 from the choice alone); each start keeps
+    the share of the time limit it had without them, and a budget below a seed's floor gives no seed."""
+    from remat.compiled import partitioner
+    from remat.optimize import plan_within
+    from remat.simulate import simulate
+    from strategies import residual
+
+    g = residual(12)
+    top = simulate(g, remat.schedule.vanilla(g)).peak
+    planner = Planner(int(top), solver="auto")
+    chosen = plan_within(g, 0.6 * top, "selective", "time")
+    seeds = planner._selective_seeds(g, 0.6 * top, [chosen])
+    assert [s.plan.solver for s in seeds] == [n for n in partitioner.CODE_SEEDS if n != "selective"]
+    assert all(s.peak <= 0.6 * top for s in seeds)
+    assert planner._selective_seeds(g, 1e-3 * top, [None]) == []
+    got: dict[str, Any] = {}
+
+    def judged(self, jg, pg, target, tail, seeds=None, seconds=None):  # noqa: ANN001 -- what the search gets
+        got.update(seeds=seeds, seconds=seconds)
+
+    monkeypatch.setattr(Planner, "_judged_selective", judged)
+    assert planner._code_selective(None, g, 0.6 * top, 0.0, [chosen], lambda code: 0.0, blocks=False) is None
+    assert [s.plan.solver for s in got["seeds"]] == ["selective", *(s.plan.solver for s in seeds)]
+    assert got["seconds"] == pytest.approx(partitioner.CODE_SECONDS * (1 + len(seeds) / 2))

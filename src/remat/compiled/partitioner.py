@@ -54,6 +54,7 @@ FUSED_CHAIN_LIMIT = CHAIN_LIMIT  # its moves from the vanilla step: ``selective.
 NOT_YET = object()  # a value not computed yet (where None is a value)
 GIVE_BACK_SECONDS = 15.0  # the same search from a plan whose fused code fits (2.5 s on the held-out ResNet)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
+CODE_SEEDS = ("selective-chains", "selective")  # under auto, that search also starts from these solvers' own plans
 SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
 JUDGED_OVER = 1.5   # a judged plan recomputing more than this times the plan over the budget: search lower budgets too
 OUTPUT_GRADS_WORTH = 0.1  # share of the least budget the outputs' gradients take before a refusal names them
@@ -897,9 +898,30 @@ class Planner:
 
         if self.solver == "auto" and blocks:
             seeds = [*seeds, smallest_choice(pg, "blocks", self.mode)]
-        judged = self._judged_selective(jg, pg, target, tail, [c for c in seeds if c is not None],
-                                       seconds=CODE_SECONDS)
+        seeds = [c for c in seeds if c is not None]
+        extra = self._selective_seeds(pg, target, seeds) if self.solver == "auto" else []
+        # each start keeps the share of the time limit it had without the extra seeds (1 + len(seeds) starts)
+        judged = self._judged_selective(jg, pg, target, tail, [*seeds, *extra],
+                                       seconds=CODE_SECONDS * (1 + (len(extra) / (1 + len(seeds)))))
         return judged if judged is not None and fits(judged[4]) <= CODE_SLACK * target else None
+
+    def _selective_seeds(self, pg: Any, target: float, seeds: list) -> list:
+        """The plans of ``CODE_SEEDS`` within ``target`` that ``seeds`` do not hold already: where auto's
+        choice is another solver's, the judged search starting from it alone can miss a cheaper plan the
+        selective family starts nearer to (ViT bf16, CPU, at per-block checkpointing's peak: per-block
+        checkpointing's seed gave 5.68 ms of recomputation where ``selective-chains``' gave 4.99)."""
+        from ..optimize import plan_within
+
+        have = {c.plan.stats.get("chosen", c.plan.solver) for c in seeds if c is not None}
+        out = []
+        for name in CODE_SEEDS:
+            if name in have:
+                continue
+            try:
+                out.append(plan_within(pg, target, name, self.mode))
+            except (InfeasibleError, ValueError, RuntimeError):  # (below its floor: nothing to start from)
+                continue
+        return out
 
     def _code_floor(self, jg: JointGraph, pg: Any, tail: float) -> tuple:
         """Eager code whose every plan is over the budget: the plan of least code peak the judged

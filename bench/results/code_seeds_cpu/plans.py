@@ -1,0 +1,34 @@
+"""Planning only: remat eager (``remat.optimize``, auto, default costs) on the CPU-size held-out models at "50%" and at
+the eager peers' measured peaks, with the eager code's judged search also started from ``selective-chains``' and
+``selective``'s own plans ("new": ``partitioner.CODE_SEEDS``) and from auto's choice and per-block checkpointing's
+floor only ("old"). Prints each plan's solver, recomputation (a fraction of a forward, in its own costs), predicted
+recompute seconds, the same ops' ``cost="profile"`` seconds, the predicted peak and the planning seconds.
+argv: models (comma list). Writes $OUT/plans.json."""
+import contextlib
+import functools
+import sys
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parents[2] / "src"), str(HERE.parent / "selective_chains_cpu"),
+                str(HERE.parent / "timed_attention_cpu")]
+from plans import recompute_seconds  # noqa: E402
+from plans_eager import compare  # noqa: E402
+from remat.compiled import partitioner  # noqa: E402
+
+
+def main() -> None:
+    def describe(module: Any) -> dict:
+        rep, planned = module.report, module.step.planned
+        return {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
+                "predicted_recompute_s": planned.prediction.recompute_cost,
+                "profiled_recompute_s": recompute_seconds(planned), "predicted_peak": rep.predicted_peak}
+
+    old = functools.partial(mock.patch.object, partitioner, "CODE_SEEDS", ())
+    compare(sys.argv[1], {"new": contextlib.nullcontext, "old": old}, describe, "plans.json")
+
+
+if __name__ == "__main__":
+    main()
