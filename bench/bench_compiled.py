@@ -55,7 +55,7 @@ from torch import nn  # noqa: E402
 from remat.bench import heldout  # noqa: E402
 from remat.bench.heldout import Compiled, Task  # noqa: E402
 from remat.bench.steps import interleave, time_ratios  # noqa: E402
-from remat.measure import measure, synchronize  # noqa: E402
+from remat.measure import held_gradients, measure, synchronize  # noqa: E402
 
 FAMILIES = ("vanilla", "per-block", "sac", "compile", "remat-eager", "remat-inductor")
 COMPILE_BUDGETS = (1.0, 0.5, 0.2)
@@ -342,7 +342,8 @@ class Run:
         entries = list(self.entries.values())
         log(f"{self.label()} timing {len(entries)} methods round-robin: {self.args.warmup} warm-up + "
             f"{self.args.steps} rounds")
-        steps = {e.name: _train_step(e.task, self.held.inputs) for e in entries}
+        held = held_gradients(self.args.gradients, self.device_type)
+        steps = {e.name: _train_step(e.task, self.held.inputs, held) for e in entries}
         try:
             times = interleave(steps, repeats=self.args.steps, warmup=self.args.warmup)
         except Exception as e:  # noqa: BLE001 -- a method that fails only when timed: drop it, time the rest
@@ -417,14 +418,21 @@ def _error_text(e: BaseException) -> str:
     return " ".join(text.split())[:800]
 
 
-def _train_step(task: Task, inputs: dict[str, Any]) -> Callable[[], None]:
+def _train_step(task: Task, inputs: dict[str, Any], held: bool) -> Callable[[], None]:
+    """One timed step, its gradients first zeroed in place where ``held`` (``.grad`` allocated before each step,
+    as remat planned for: ``--gradients``), else set to None. Until 2026-11-30 they were zeroed in place on the
+    CPU too, where the plans are made for None: remat's backward then returned them to autograd's accumulation."""
     params = [p for p in task.parameters() if p.requires_grad]
 
     def step() -> None:
+        if held:
+            grads = [p.grad for p in params if p.grad is not None]
+            if grads:
+                torch._foreach_zero_(grads)
+        else:
+            for p in params:
+                p.grad = None
         task(**inputs).backward()
-        grads = [p.grad for p in params if p.grad is not None]
-        if grads:
-            torch._foreach_zero_(grads)
         synchronize()
 
     return step

@@ -12,7 +12,9 @@ from ab_inductor import AB  # noqa: E402
 from plans_eager import PEERS, old  # noqa: E402
 from remat.judge import forget_floors  # noqa: E402
 
-if __name__ == "__main__":
+
+def main(old_context) -> None:  # noqa: ANN001 -- a context manager factory
+    """The A/B of argv's model, dtype and budget: "new" as committed, "old" planned under ``old_context()``."""
     name, dtype, which = sys.argv[1:4]
     ab = AB(name, dtype)
     ab.add("vanilla", ab.held.model)
@@ -26,6 +28,10 @@ if __name__ == "__main__":
     forget_floors()  # (floors are cached by the graph's content: each plan seeks its own)
     ab.optimized("new", budget, **options)
     forget_floors()
-    ab.optimized("old", budget, during=old, **options)
+    ab.optimized("old", budget, during=old_context, **options)
     ab.name = f"{name}_{which.rstrip('%')}"
     ab.finish(int(sys.argv[4]) if len(sys.argv) > 4 else 30, reference="vanilla")
+
+
+if __name__ == "__main__":
+    main(old)

@@ -32,13 +32,15 @@ def recompute_seconds(planned) -> float:  # noqa: ANN001 -- partitioner.Planned
     return sum(costs.profile(again).values())
 
 
-def main() -> None:
-    def describe(module: Any) -> dict:
-        rep, planned = module.report, module.step.planned
-        return {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
-                "predicted_recompute_s": planned.prediction.recompute_cost,
-                "profiled_recompute_s": recompute_seconds(planned), "predicted_peak": rep.predicted_peak}
+def describe(module: Any) -> dict:
+    """A plan's solver, recomputation (fraction of a forward), predicted and profiled recompute seconds, peak."""
+    rep, planned = module.report, module.step.planned
+    return {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
+            "predicted_recompute_s": planned.prediction.recompute_cost,
+            "profiled_recompute_s": recompute_seconds(planned), "predicted_peak": rep.predicted_peak}
 
+
+def main() -> None:
     compare(sys.argv[1], {"new": new, "old": contextlib.nullcontext}, describe, "plans.json")
 
 

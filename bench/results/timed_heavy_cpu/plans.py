@@ -8,13 +8,12 @@ import contextlib
 import functools
 import sys
 from pathlib import Path
-from typing import Any
 from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[2] / "src"), str(HERE.parent / "selective_chains_cpu"),
                 str(HERE.parent / "timed_attention_cpu")]
-from plans import recompute_seconds  # noqa: E402
+from plans import describe  # noqa: E402
 from plans_eager import compare  # noqa: E402
 from remat.compiled import costs  # noqa: E402
 
@@ -33,12 +32,6 @@ def by_kind(n) -> bool:  # noqa: ANN001 -- fx.Node
 
 
 def main() -> None:
-    def describe(module: Any) -> dict:
-        rep, planned = module.report, module.step.planned
-        return {"solver": rep.solver, "recompute_fraction": round(rep.recompute_fraction, 4),
-                "predicted_recompute_s": planned.prediction.recompute_cost,
-                "profiled_recompute_s": recompute_seconds(planned), "predicted_peak": rep.predicted_peak}
-
     variants = {"heavy": functools.partial(mock.patch.object, costs, "timed_kind", by_price),
                 "kinds": functools.partial(mock.patch.object, costs, "timed_kind", by_kind),
                 "old": contextlib.nullcontext}

@@ -118,12 +118,11 @@ def compiled(backward: fx.GraphModule, example: list, codegen: Callable[[fx.Grap
         params = state()
         grads = _grads(params, done)
         if grads is None:
-            if not warned and any(params[j].grad is not None for j in done):
-                warned.append(True)
-                warnings.warn("remat: the backward returns the parameters' gradients when it ends (a hook on a "
-                              "parameter, a process group or create_graph needs autograd's own accumulation): "
-                              "with .grad allocated before the step, they are held together until then, above "
-                              "the plan's peak", stacklevel=2)
+            _warn_if_allocated(warned, lambda: params, done,
+                               "remat: the backward returns the parameters' gradients when it ends (a hook on a "
+                               "parameter, a process group or create_graph needs autograd's own accumulation): "
+                               "with .grad allocated before the step, they are held together until then, above "
+                               "the plan's peak")
             return returning(args)
         args.extend(grads)  # (boxed: the callee empties the list, so the saved values can be freed as used)
         return accumulating(args)
@@ -143,18 +142,27 @@ def _unheld(fn: Callable, params: tuple[int, ...], state: Callable[[], list[torc
     warned: list[bool] = []
 
     def run(args: list) -> Any:
-        if not warned:
-            current = state()
-            if any(current[j].grad is not None for j in params if j < len(current)):
-                warned.append(True)
-                warnings.warn("remat: .grad is allocated before this step (gradient accumulation, zero_grad("
-                              "set_to_none=False)), but the plan was made for gradients set to None: the backward's "
-                              "gradients are held until it ends, above the plan's peak. Pass gradients='allocated' "
-                              "to remat.optimize or remat.backend to plan for it", stacklevel=2)
+        _warn_if_allocated(warned, state, params,
+                           "remat: .grad is allocated before this step (gradient accumulation, zero_grad("
+                           "set_to_none=False)), but the plan was made for gradients set to None: the backward's "
+                           "gradients are held until it ends, above the plan's peak. Pass gradients='allocated' "
+                           "to remat.optimize or remat.backend to plan for it")
         return fn(args)
 
     run._boxed_call = True  # type: ignore[attr-defined]
     return run
+
+
+def _warn_if_allocated(warned: list[bool], state: Callable[[], list[torch.Tensor]], positions: Any,
+                       message: str) -> None:
+    """Warn ``message`` once (``warned`` holds whether it was) when a parameter of ``state()`` at one of
+    ``positions`` has its ``.grad`` allocated; ``state`` is not called once it was."""
+    if warned:
+        return
+    params = state()
+    if any(params[j].grad is not None for j in positions if j < len(params)):
+        warned.append(True)
+        warnings.warn(message, stacklevel=3)
 
 
 def distributed() -> bool:
