@@ -87,7 +87,10 @@ class AB:
         with during(), heldout.autocast("cpu", self.autocast):
             module = remat.optimize(self.held.model, self.held.inputs, budget, **options)
         self.add(label, module)
-        self.rows[label].update(budget=budget, report={k: getattr(module.report, k, None) for k in REPORT_KEYS})
+        report = {k: getattr(module.report, k, None) for k in REPORT_KEYS}
+        planned = getattr(getattr(module, "step", None), "planned", None)  # (the generated code's plan)
+        report["predicted_recompute_s"] = planned.prediction.recompute_cost if planned is not None else None
+        self.rows[label].update(budget=budget, report=report)
         print(label, self.rows[label]["report"], flush=True)
 
     def finish(self, rounds: int, reference: str = "compile") -> None:

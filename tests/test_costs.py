@@ -7,6 +7,7 @@ from __future__ import annotations
 import copy
 import json
 import math
+import time
 
 import pytest
 import torch
@@ -128,6 +129,43 @@ def test_a_cpu_figure_is_its_fastest_run_over_rounds_so_a_slow_spell_cannot_lowe
     assert len(calls) == 4 * measures
     assert fig["flops32"] == 2 * 512 ** 3 / 1e-3 and fig["overhead"] == 1e-3
     assert fig["bandwidth"] == 2 * 4 * 2 ** 22 / 1e-3 and fig["tanh"] == fig["draws"] == 2 ** 18 / 1e-3
+
+
+def test_an_ops_time_is_its_fastest_run_in_a_window_so_a_slow_spell_cannot_set_it(monkeypatch):
+    """An op's first three timed runs fall in a slow spell (4 ms each), the rest run at once: a median
+    of five would be 4 ms; its cost is its fastest run over the window, and the window bounds the runs."""
+    runs = []
+
+    def op():
+        runs.append(1)
+        if 2 <= len(runs) <= 4:  # (the first run is the warm-up)
+            time.sleep(4e-3)
+
+    monkeypatch.setattr(costs, "TIME_WINDOW", 0.05)
+    monkeypatch.setattr(costs, "MAX_REPEATS", 30)
+    seconds = costs._op_seconds(op, torch.device("cpu"))
+    assert seconds < 1e-3
+    assert len(runs) == 1 + 30  # the quick runs fill the window up to the most it takes
+    runs.clear()
+    monkeypatch.setattr(costs, "TIME_WINDOW", 0.0)
+    costs._op_seconds(op, torch.device("cpu"))
+    assert len(runs) == 1 + costs.REPEATS  # no window: the least it takes
+
+
+def test_op_times_cached_by_another_way_of_timing_are_timed_again(tmp_path, monkeypatch):
+    """A cache written by an older timing (no "timing" mark: medians of five) keeps its figures but
+    not its op seconds, and saving over it does not bring them back."""
+    monkeypatch.setenv("REMAT_CACHE_DIR", str(tmp_path))
+    path = costs.Cache(torch.device("cpu")).path
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"ops": {"old-op": 1.0}, "figures": {"flops": 5.0}}))
+    cache = costs.Cache(torch.device("cpu"))
+    assert cache.ops == {} and cache.figures() == {"flops": 5.0}
+    cache.put("new-op", 2.0)
+    cache.save()
+    saved = json.loads(path.read_text())
+    assert saved["ops"] == {"new-op": 2.0} and saved["timing"] == costs.TIMING
+    assert costs.Cache(torch.device("cpu")).ops == {"new-op": 2.0}
 
 
 def test_the_cpu_is_calibrated_without_the_callers_tracing_state():

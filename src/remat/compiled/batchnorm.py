@@ -142,7 +142,7 @@ def apply_cost(n: fx.Node, cost: str, device: Any = None) -> float:
             with costs.real_mode(), torch.no_grad():
                 args = [costs._real(a.meta.get("val"), x.device) if isinstance(a, fx.Node) else a
                         for a in (*n.args[:3], got[1], got[2])]
-                cache.put(key, costs._median_seconds(
+                cache.put(key, costs._op_seconds(
                     lambda: apply_statistics(*args, tuple(out.stride())), x.device))
             cache.save()
         return cache.ops[key]
