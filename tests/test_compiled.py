@@ -1757,6 +1757,44 @@ def test_code_over_the_budget_searches_the_planning_budgets_down_to_the_floor():
     assert any("none of the" in n and "floor" in n for n in rep["notes"]), rep["notes"]
 
 
+def test_code_a_few_percent_over_is_planned_within_less_before_the_judged_search(monkeypatch):
+    """A tiny Bloom (default arguments) at 196,000 bytes: auto's plan is made within the budget and
+    its generated code peaks over it (the code's own temporaries: 8,804 bytes, 4.5%, on the host this
+    was written on). Over by at most ``BELOW_FIRST`` (here set to take any excess, so that the test
+    holds on hosts whose temporaries differ), the planner plans again within less of the planning
+    graph first, and the code-judged search runs once, from the plan that fits. Before (as with
+    ``BELOW_FIRST = 0``), the judged search ran from the plan over the budget, and again after the
+    re-plans: on HF ResNet-152 at "50%" that took planning from 13.7 to 21.5 s for the same plan.
+    Either way the plan's code fits, and the new order's plan recomputes no more."""
+    from remat.compiled import partitioner
+    from remat.compiled.partitioner import CODE_SLACK, Planner
+
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BloomConfig(vocab_size=256, hidden_size=32, n_layer=2, n_head=4)
+    model = transformers.BloomForCausalLM(cfg).train()
+    ids = torch.randint(3, 256, (2, 16))
+    inputs = {"input_ids": ids, "labels": ids}
+    calls: list[str] = []
+    for name in ("_below", "_code_selective"):
+        def recorded(self, *args, _name=name, _was=getattr(Planner, name), **kwargs):
+            calls.append(_name)
+            return _was(self, *args, **kwargs)
+        monkeypatch.setattr(Planner, name, recorded)
+
+    def planned(below_first: float) -> tuple[Any, list[str]]:
+        calls.clear()
+        monkeypatch.setattr(partitioner, "BELOW_FIRST", below_first)
+        return remat.optimize(copy.deepcopy(model), inputs, 196_000, verify=False).step.planned, list(calls)
+
+    new, order = planned(1.0)
+    old, before = planned(0.0)
+    assert order[0] == "_below" and order.count("_code_selective") == 1, order
+    assert before[0] == "_code_selective", before
+    assert new.peak <= 196_000 * (1 + CODE_SLACK) and old.peak <= 196_000 * (1 + CODE_SLACK)
+    assert new.prediction.recompute_cost <= old.prediction.recompute_cost
+
+
 @EXTENDED  # the code-judged search, tried first for auto: test_code_over_the_budget_searches_the_planning_budgets...
 def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypatch, nominal_cpu_costs):
     """An HF ResNet (tiny config, default arguments): convolution workspaces and batch-norm
@@ -1863,23 +1901,27 @@ def test_a_schedule_is_judged_once_per_planning_call():
 
 
 def test_lower_planning_budgets_replan_with_the_candidates_cheapest_at_the_budget():
-    """auto's plan over its generated code's budget is planned again within less by the three
-    candidates that made the cheapest fitting plans (a re-plan by all of them took 3 s on a
-    MobileNet); with three or fewer that fit, by all."""
+    """auto's plan over its generated code's budget is planned again within less by the (at most
+    three) candidates that made the cheapest fitting plans, those recomputing at most 1.5x the
+    cheapest's (a re-plan by all of them took 3 s on a MobileNet; on HF ResNet-152 dp-approx at 2.1x
+    the cheapest took 1.3 s of each 1.9 s re-plan and was never chosen); with three or fewer that
+    fit, by all; where the cheapest recomputes nothing, by the three."""
     from types import SimpleNamespace
 
-    from remat.compiled.partitioner import _shortlist
+    from remat.compiled.partitioner import SHORTLIST_WITHIN, _shortlist
 
     tried = [{"solver": "twremat", "fits": True, "recompute_cost": 5.0},
              {"solver": "selective", "fits": True, "recompute_cost": 1.0},
              {"solver": "selective", "fits": True, "recompute_cost": 0.5},
              {"solver": "dp-approx", "fits": False, "recompute_cost": 0.1},
-             {"solver": "blocks", "fits": True, "recompute_cost": 2.0},
-             {"solver": "chen-greedy", "fits": True, "recompute_cost": 3.0},
+             {"solver": "blocks", "fits": True, "recompute_cost": 0.7},
+             {"solver": "chen-greedy", "fits": True, "recompute_cost": 0.5 * SHORTLIST_WITHIN + 0.01},
              {"solver": "milp", "fits": False, "message": "no plan"}]
-    assert _shortlist(SimpleNamespace(stats={"tried": tried})) == ("selective", "blocks", "chen-greedy")
+    assert _shortlist(SimpleNamespace(stats={"tried": tried})) == ("selective", "blocks")
     assert _shortlist(SimpleNamespace(stats={"tried": tried[:5]})) is None
     assert _shortlist(SimpleNamespace(stats={})) is None
+    free = [{**t, "recompute_cost": 0.0} if t["solver"] == "selective" else t for t in tried]
+    assert _shortlist(SimpleNamespace(stats={"tried": free})) == ("selective", "blocks", "chen-greedy")
 
 
 def test_a_refused_attempts_planning_time_is_counted_in_the_plan_made_after_it(monkeypatch):
