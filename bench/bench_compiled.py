@@ -718,7 +718,8 @@ def markdown(result: dict[str, Any]) -> str:
     lines = [f"# Held-out models: remat vs its peers on {result['device_name']}", "",
              f"`{result['command']}`", "",
              f"torch {m['torch']}, transformers {m.get('transformers')}, timm {m.get('timm')}, torchvision "
-             f"{m.get('torchvision')}; {m['platform']}; {result['settings']['threads']} threads; "
+             f"{m.get('torchvision')}; {m['platform']}; {m.get('cpu', 'cpu not recorded')}; "
+             f"{result['settings']['threads']} threads; "
              f"{result['settings']['steps']} timed rounds after {result['settings']['warmup']} warm-up, "
              f"methods interleaved; torch.compile backend {result['settings']['compiler']}, remat.backend compiler "
              f"{result['settings']['remat_compiler']}, remat.optimize executor "
@@ -826,9 +827,24 @@ def _version(mod: str) -> str | None:
         return None
 
 
+def cpu_info() -> str:
+    """The CPU's model name, torch's CPU kernel level and whether it has AMX: hosts of one model name differ
+    (an AMX host ran the CPU-size held-out ViT fp32 step in 26 ms, another in 42; its bf16 convolutions
+    take other workspaces)."""
+    from remat.compiled.costs import _cpu_model
+
+    try:
+        flags = next((line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("flags")), "")
+    except OSError:
+        flags = ""
+    amx = ", AMX" if " amx_bf16" in flags else ""
+    return f"{_cpu_model()} ({torch.backends.cpu.get_cpu_capability()}{amx})"
+
+
 def machine_info(device: str, threads: int) -> dict[str, Any]:
     info = {"platform": platform.platform(), "python": platform.python_version(), "torch": torch.__version__,
-            "cpu_count": os.cpu_count(), "threads": threads, "transformers": _version("transformers"),
+            "cpu": cpu_info(), "cpu_count": os.cpu_count(), "threads": threads,
+            "transformers": _version("transformers"),
             "timm": _version("timm"), "torchvision": _version("torchvision")}
     if device.startswith("cuda"):
         info.update(gpu=torch.cuda.get_device_name(), cuda=torch.version.cuda)
