@@ -32,7 +32,6 @@ import math
 import os
 import platform
 import re
-import statistics
 import threading
 import time
 from pathlib import Path
@@ -509,9 +508,9 @@ def _op_seconds(fn: Callable[[], Any], device: torch.device) -> float:
     """Seconds of ``fn``'s fastest run of those that fit in ``TIME_WINDOW`` (at least ``REPEATS``, at
     most ``MAX_REPEATS``) after one warm-up run, synchronizing CUDA around each. Other work on the
     machine can only slow a run: on this project's 2-core host the median of five runs of one op
-    (GPT-2's 512x4096 log-softmax: 1.16, 1.71 and 3.76 ms in three processes) varied by up to 3x
-    between processes, and the plans made with them with it (bench/results/op_timing_cpu); the
-    fastest over 10 ms varies by at most 1.23x."""
+    (GPT-2's 512x4096 log-softmax: 1.16, 1.71 and 3.76 ms in three processes) varied by up to 4x
+    between timings, and the plans made with them with it; the fastest in 10 ms, by at most 1.13x
+    (bench/results/op_timing_cpu)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     sync()
     started = time.perf_counter()
