@@ -1724,6 +1724,16 @@ def test_backend_inductor_plans_a_vision_model_with_the_fused_walk_within_its_bu
     torch._dynamo.reset()
 
 
+def _tiny_bloom() -> tuple[torch.nn.Module, dict]:
+    """An HF Bloom from a tiny config (default arguments), in training mode, and its LM inputs."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BloomConfig(vocab_size=256, hidden_size=32, n_layer=2, n_head=4)
+    model = transformers.BloomForCausalLM(cfg).train()
+    ids = torch.randint(3, 256, (2, 16))
+    return model, {"input_ids": ids, "labels": ids}
+
+
 def test_code_over_the_budget_searches_the_planning_budgets_down_to_the_floor():
     """A tiny Bloom's generated code holds more than its planning graph does, by an amount that
     differs from plan to plan, so the code's peak is not monotone in the planning budget: planning
@@ -1734,12 +1744,7 @@ def test_code_over_the_budget_searches_the_planning_budgets_down_to_the_floor():
     code peak (before: the first over, 193028 bytes against 186372), and its note says what was tried."""
     from remat.compiled.partitioner import CODE_SLACK
 
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.BloomConfig(vocab_size=256, hidden_size=32, n_layer=2, n_head=4)
-    model = transformers.BloomForCausalLM(cfg).train()
-    ids = torch.randint(3, 256, (2, 16))
-    inputs = {"input_ids": ids, "labels": ids}
+    model, inputs = _tiny_bloom()
 
     module = remat.optimize(copy.deepcopy(model), inputs, 200_480)  # measured: within the budget
     assert module.report["measured_peak"] <= 200_480 * 1.01
@@ -1769,12 +1774,7 @@ def test_code_a_few_percent_over_is_planned_within_less_before_the_judged_search
     from remat.compiled import partitioner
     from remat.compiled.partitioner import CODE_SLACK, Planner
 
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.BloomConfig(vocab_size=256, hidden_size=32, n_layer=2, n_head=4)
-    model = transformers.BloomForCausalLM(cfg).train()
-    ids = torch.randint(3, 256, (2, 16))
-    inputs = {"input_ids": ids, "labels": ids}
+    model, inputs = _tiny_bloom()
     calls: list[str] = []
     for name in ("_below", "_code_selective"):
         def recorded(self, *args, _name=name, _was=getattr(Planner, name), **kwargs):
