@@ -12,7 +12,8 @@
   shapes (``TIMED``), and every op it prices at ``TIME_FROM`` or more (``timed_here``).
 - ``"profile"``: seconds, each distinct (op, input shapes, strides, dtypes, non-tensor
   arguments) timed once on real tensors on the device (its fastest run of those that fit in
-  ``TIME_WINDOW``, at least ``REPEATS``, after a warm-up: ``_op_seconds``) and cached on disk,
+  ``TIME_WINDOW``, at least ``REPEATS``, after a warm-up; on the CPU each run reads its inputs
+  from beyond the L2, as a recomputation does: ``_op_seconds``, ``_evict``) and cached on disk,
   so a second build of the same model times nothing. Ops that cannot be run on synthetic inputs
   (random draws, in-place ops, ops that fail) get their roofline estimate.
 - ``"paper"``: seed 000 §5's rule: 10 for a convolution, 1 for anything else.
