@@ -1,9 +1,22 @@
+import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import pytest  # noqa: E402
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Op times and workspaces are cached on disk (``costs.Cache``): the suite keeps its own, one for the run (the
+    workers inherit it), so that ops timed while two workers share the cores do not stay in the user's cache. Timed
+    there, tiny convolutions and matmuls of later benchmarks read 5-26 ms where they run in tens of microseconds."""
+    if "REMAT_CACHE_DIR" not in os.environ:  # (set: a worker, or the caller's choice)
+        cache = tempfile.mkdtemp(prefix="remat-tests-")
+        os.environ["REMAT_CACHE_DIR"] = cache
+        config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
 
 
 @pytest.fixture(autouse=True)
