@@ -143,7 +143,6 @@ def test_an_ops_time_is_its_fastest_run_in_a_window_so_a_slow_spell_cannot_set_i
 
     monkeypatch.setattr(costs, "TIME_WINDOW", 0.05)
     monkeypatch.setattr(costs, "MAX_REPEATS", 30)
-    monkeypatch.setattr(costs, "_evict", lambda: (lambda: None))  # (its own test below)
     seconds = costs._op_seconds(op, torch.device("cpu"))
     assert seconds < 1e-3
     assert len(runs) == 1 + 30  # the quick runs fill the window up to the most it takes
@@ -151,18 +150,6 @@ def test_an_ops_time_is_its_fastest_run_in_a_window_so_a_slow_spell_cannot_set_i
     monkeypatch.setattr(costs, "TIME_WINDOW", 0.0)
     costs._op_seconds(op, torch.device("cpu"))
     assert len(runs) == 1 + costs.REPEATS  # no window: the least it takes
-
-
-def test_each_timed_cpu_run_reads_its_inputs_from_beyond_the_l2(monkeypatch):
-    """A recomputation in the backward reads values the forward kept long before: each timed run of
-    an op on the CPU follows a write over ``EVICT_L2`` times a core's L2 (not the warm-up, and not
-    counted in the op's time)."""
-    events = []
-    monkeypatch.setattr(costs, "_evict", lambda: (lambda: events.append("evict")))
-    monkeypatch.setattr(costs, "TIME_WINDOW", 0.0)
-    costs._op_seconds(lambda: events.append("run"), torch.device("cpu"))
-    assert events == ["run"] + ["evict", "run"] * costs.REPEATS
-    assert costs._evict_buffer().numel() * 4 == costs.EVICT_L2 * costs._l2_bytes() and costs._l2_bytes() > 0
 
 
 def test_op_times_cached_by_another_way_of_timing_are_timed_again(tmp_path, monkeypatch):

@@ -12,8 +12,7 @@
   shapes (``TIMED``), and every op it prices at ``TIME_FROM`` or more (``timed_here``).
 - ``"profile"``: seconds, each distinct (op, input shapes, strides, dtypes, non-tensor
   arguments) timed once on real tensors on the device (its fastest run of those that fit in
-  ``TIME_WINDOW``, at least ``REPEATS``, after a warm-up; on the CPU each run reads its inputs
-  from beyond the L2, as a recomputation does: ``_op_seconds``, ``_evict``) and cached on disk,
+  ``TIME_WINDOW``, at least ``REPEATS``, after a warm-up: ``_op_seconds``) and cached on disk,
   so a second build of the same model times nothing. Ops that cannot be run on synthetic inputs
   (random draws, in-place ops, ops that fail) get their roofline estimate.
 - ``"paper"``: seed 000 §5's rule: 10 for a convolution, 1 for anything else.
@@ -81,8 +80,7 @@ REPEATS = 5          # timed runs per op at least (after one warm-up) ...
 TIME_WINDOW = 0.01   # ... and as many more as fit in this many seconds (at most MAX_REPEATS): its fastest is its cost
 MAX_REPEATS = 200
 LONG_OP = 0.05       # seconds: an op this slow in its warm-up is timed once more only
-TIMING = 3           # how cached op seconds were measured (1: median of five; 2: hot); a cache of another is timed again
-EVICT_L2 = 4         # on the CPU, each timed run follows a write of this many times a core's L2 (``_evict``)
+TIMING = 2           # how cached op seconds were measured (1: median of five); a cache of another is timed again
 
 timed = 0            # ops timed on real tensors in this process (tests count cache hits by it)
 
@@ -514,7 +512,6 @@ def _op_seconds(fn: Callable[[], Any], device: torch.device) -> float:
     between timings, and the plans made with them with it; the fastest in 10 ms, by at most 1.13x
     (bench/results/op_timing_cpu)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    evict = _evict() if device.type == "cpu" else (lambda: None)
     sync()
     started = time.perf_counter()
     fn()
@@ -526,37 +523,11 @@ def _op_seconds(fn: Callable[[], Any], device: torch.device) -> float:
     times: list[float] = []
     began = time.perf_counter()
     while len(times) < repeats or (time.perf_counter() - began < window and len(times) < MAX_REPEATS):
-        evict()
         started = time.perf_counter()
         fn()
         sync()
         times.append(time.perf_counter() - started)
     return min(times)
-
-
-def _l2_bytes() -> int:
-    """A CPU core's L2 cache in bytes (sysfs; 2 MiB where it cannot be read)."""
-    try:
-        text = Path("/sys/devices/system/cpu/cpu0/cache/index2/size").read_text().strip()
-        return int(text[:-1]) * {"K": 2 ** 10, "M": 2 ** 20}[text[-1]] if text[-1] in "KM" else int(text)
-    except (OSError, ValueError, IndexError):
-        return 2 ** 21
-
-
-@functools.lru_cache(maxsize=None)
-def _evict_buffer() -> torch.Tensor:
-    with real_mode():
-        return torch.zeros(EVICT_L2 * _l2_bytes() // 4)
-
-
-def _evict() -> Callable[[], Any]:
-    """A write over ``EVICT_L2`` times a core's L2, so that the op timed next reads its inputs from
-    beyond it. A recomputation in the backward reads values the forward kept long before, not the
-    warm inputs a loop of one op sees: on this project's AMX host the recomputed ops of the held-out
-    ViT fp32 plan at "50%" took 1.99 ms timed warm, 3.43 ms cold, and 3.35 ms in the step (its
-    time over vanilla's, less its no-recompute code's)."""
-    buf = _evict_buffer()
-    return lambda: buf.add_(1.0)
 
 
 def time_op(n: fx.Node, device: torch.device) -> float:
