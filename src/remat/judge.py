@@ -17,7 +17,7 @@ whose executed schedule fits B:
    planning budgets, shrunk by the overshoot, then the memory-centric plan (stage solvers), then
    fixed fractions of B;
 4. else its ``floor``: the plan of least executed peak it was seen to make (cached by the graph's content).
-auto's answer is its first call: each of its candidates is searched so already (``auto._candidate``).
+A solver that searches planning budgets itself (``searches_budgets``: auto) is answered by its first call.
 
 So ``solve(g, B, s)`` is feasible for every B at or above ``min_budget(g, s)``, which is the
 floor's peak: feasibility is monotone in the budget by construction, and a budget an error
@@ -82,10 +82,10 @@ class _Search:
         self.options = {k: v for k, v in options.items() if k not in ("problem", "mode")}
         spec = solvers.get(name)
         self.fn: Callable[..., Plan] = spec.fn
-        # one call answers: a plan that does not depend on the budget, or auto's, whose candidates each search
-        # planning budgets themselves (``auto._candidate``): a second auto call at a relaxed budget ran all of
-        # them again, with a time limit of its own (a 48-layer GPT-2: 42 s against auto's 30)
-        self.budget_free = spec.budget_free or name == "auto"
+        # one call answers: a plan that does not depend on the budget, or a solver that searches planning budgets
+        # itself (auto: a second call at a relaxed budget ran every candidate's search again, with a time limit
+        # of its own; a 48-layer GPT-2: 42 s against auto's 30)
+        self.budget_free = spec.budget_free or spec.searches_budgets
         self.deadline = deadline
         self.best: Plan | None = None
         self.lowest: Plan | None = None     # least executed peak seen, fitting or not

@@ -28,6 +28,7 @@ class SolverSpec:
     floor: Callable[..., Plan | None] | None = None  # its least-peak plan, judged (remat.judge.floor)
     budget_free: bool = False  # its plan does not depend on the budget: one call answers every budget
     variants: tuple[dict, ...] = ({},)  # option sets its floor is sought with (the least wins)
+    searches_budgets: bool = False  # it searches planning budgets itself (auto): one judged call answers a budget
 
 
 _REGISTRY: dict[str, SolverSpec] = {}
@@ -37,10 +38,12 @@ _LOADED = False
 def register(name: str, problems: tuple[str, ...] = ("training",),
              min_budget: Callable[..., float] | None = None,
              floor: Callable[..., Plan | None] | None = None,
-             budget_free: bool = False, variants: tuple[dict, ...] = ({},)) -> Callable[[SolverFn], SolverFn]:
+             budget_free: bool = False, variants: tuple[dict, ...] = ({},),
+             searches_budgets: bool = False) -> Callable[[SolverFn], SolverFn]:
     def deco(fn: SolverFn) -> SolverFn:
         doc = (fn.__doc__ or "").strip().splitlines()
-        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "", min_budget, floor, budget_free, variants)
+        _REGISTRY[name] = SolverSpec(name, fn, problems, doc[0] if doc else "", min_budget, floor, budget_free, variants,
+                                     searches_budgets)
         return fn
     return deco
 

@@ -140,7 +140,7 @@ def _floor(graph: Graph, mode: str = "time", candidates: tuple[str, ...] | None 
                 stats=stats)
 
 
-@register("auto", floor=_floor)
+@register("auto", floor=_floor, searches_budgets=True)  # (each candidate: ``_candidate``)
 def solve(graph: Graph, budget: float | None = None, mode: str = "time",
           candidates: tuple[str, ...] | None = None,
           time_limit: float | None = DEFAULT_TIME_LIMIT, milp_gap: bool = True, **options) -> Plan:
