@@ -37,7 +37,7 @@ def test_parameter_gradients_are_not_activation_memory(method):
     x = torch.randn(1, 1000)
     m = measure(model, (x,), method=method)
     assert m.peak < 20_000
-    assert model[0].weight.grad is not None
+    assert model[0].weight.grad is None  # given back as found (``given_back``)
 
 
 @pytest.mark.parametrize("method", ["tracker", "profiler"])
@@ -48,10 +48,14 @@ def test_gradients_allocated_before_the_step_are_added_into_and_their_temporarie
     model = nn.Sequential(nn.Linear(1000, 1000), nn.Tanh())
     x = torch.randn(1, 1000)
     m = measure(model, (x,), method=method, gradients="allocated")
-    grad = model[0].weight.grad
     assert 4_000_000 <= m.peak < 4_000_000 + 20_000
-    measure(model, (x,), method=method, gradients="allocated")
-    assert model[0].weight.grad is grad
+    assert model[0].weight.grad is None  # allocated for the step only
+    grad = model[0].weight.grad = torch.full_like(model[0].weight, 3.0)
+    added: list[torch.Tensor] = []
+    model[0].weight.register_post_accumulate_grad_hook(lambda p: added.append(p.grad))
+    assert measure(model, (x,), method=method, gradients="allocated").peak == m.peak
+    assert added and all(g is grad for g in added)  # added into, never replaced
+    assert model[0].weight.grad is grad and torch.equal(grad, torch.full_like(grad, 3.0))  # and given back
     with pytest.raises(InputError, match="gradients"):
         measure(model, (x,), method=method, gradients="zeros")
 
@@ -186,3 +190,24 @@ def test_compiled_code_is_measured_by_the_profiler_and_stays_compiled():
     model(x)
     assert len(runs) == counted + 2
     torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("gradients", ["none", "allocated"])
+def test_measure_gives_the_model_back_as_it_found_it(gradients):
+    """A user's gradients (the same tensors, their values), batch-norm statistics and RNG state are
+    what they were before ``measure``: its steps would otherwise leave their gradients for the user's
+    next step to add into, move the statistics, and change the next dropout masks."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(8, 8), nn.BatchNorm1d(8), nn.Dropout(0.5), nn.Linear(8, 1))
+    x = torch.randn(4, 8)
+    grads = {n: torch.full_like(p, 2.0) for n, p in model.named_parameters()}
+    for n, p in model.named_parameters():
+        p.grad = grads[n]
+    stats = {n: b.clone() for n, b in model.named_buffers()}
+    rng = torch.get_rng_state()
+    measure(model, (x,), method="tracker", gradients=gradients, repeats=2)
+    for n, p in model.named_parameters():
+        assert p.grad is grads[n] and torch.equal(p.grad, torch.full_like(p, 2.0)), n
+    for n, b in model.named_buffers():
+        assert torch.equal(b, stats[n]), n
+    assert torch.equal(torch.get_rng_state(), rng)

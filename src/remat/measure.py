@@ -33,11 +33,12 @@ the two CPU methods against each other.
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import statistics
 import time
 from dataclasses import asdict, dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.utils._pytree as pytree
@@ -152,6 +153,7 @@ def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
     callable that runs a whole step itself (``fn(*inputs)``; its gradients are then not told
     apart from activations). ``gradients`` (a module's step): "allocated" before the step (zeros,
     added into), or "none" (set to None, each one left out); "auto": allocated on CUDA only.
+    A module is given back as it was found: its ``.grad``, buffers and the RNG state (``given_back``).
     """
     if method not in METHODS:
         raise InputError(f"unknown method {method!r}: use one of {', '.join(METHODS)}")
@@ -162,22 +164,58 @@ def measure(fn_or_model: Callable, inputs: Any = (), *, method: str = "auto",
         raise InputError("method='tracker' cannot see the buffers a torch.compile'd model allocates (inductor's "
                          "code makes them outside the dispatcher): measure it with method='profiler' (the "
                          "default on the CPU for compiled models)")
-    if isinstance(fn_or_model, nn.Module):
-        # on CUDA gradients are allocated before the step (zeros) and so belong to the baseline
-        allocated = held_gradients(gradients, "cuda" if method == "cuda" else "cpu")
+    if not isinstance(fn_or_model, nn.Module):
+        def step() -> None:
+            torch.clear_autocast_cache()  # casts of an earlier step are not this step's baseline
+            call(fn_or_model, inputs)
+
+        return _measured(step, params, method, warmup, repeats)
+    # on CUDA gradients are allocated before the step (zeros) and so belong to the baseline
+    allocated = held_gradients(gradients, "cuda" if method == "cuda" else "cpu")
+    with given_back(fn_or_model, zeroed=allocated):
         step = training_step(fn_or_model, inputs, loss_fn, set_to_none=not allocated)
         if allocated:
             for p in params:
                 if p.requires_grad and p.grad is None:
                     p.grad = torch.zeros_like(p)
-    else:
-        def step() -> None:
-            torch.clear_autocast_cache()  # casts of an earlier step are not this step's baseline
-            call(fn_or_model, inputs)
+        return _measured(step, params, method, warmup, repeats)
+
+
+def _measured(step: Callable[[], None], params: list[torch.Tensor], method: str, warmup: int,
+              repeats: int) -> Measurement:
     _warm_up(step, warmup)
     peak = {"cuda": _cuda_peak, "tracker": _tracker_peak, "profiler": _profiler_peak}[method](step, params)
     seconds = statistics.median(step_times(step, repeats)) if repeats else None
     return Measurement(peak=int(peak), method=method, step_seconds=seconds)
+
+
+@contextlib.contextmanager
+def given_back(model: nn.Module, zeroed: bool) -> Iterator[None]:
+    """Put the model back as it was found once its measured steps have run: each parameter's ``.grad``
+    (the same tensor, or None: a user's next step would otherwise add its gradients to the measured
+    step's), its buffers (BatchNorm statistics) and the RNG states (dropout draws).
+
+    ``zeroed``: the steps zero existing gradients in place and add into them (``gradients="allocated"``),
+    so their values are copied to host memory first, to leave the device's memory as it was."""
+    grads = [(p, p.grad, p.grad.detach().to("cpu", copy=True) if zeroed and p.grad is not None else None)
+             for p in model.parameters()]
+    buffers = {name: b.detach().clone() for name, b in model.named_buffers()}
+    rng = torch.get_rng_state()
+    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+    try:
+        yield
+    finally:
+        with torch.no_grad():
+            for p, grad, values in grads:
+                if values is not None:
+                    grad.copy_(values)
+                p.grad = grad
+            for name, b in model.named_buffers():  # by name: a forward may rebind a buffer
+                if name in buffers:
+                    b.copy_(buffers[name])
+        torch.set_rng_state(rng)
+        if cuda_rng is not None:
+            torch.cuda.set_rng_state_all(cuda_rng)
 
 
 def _compiled(fn: Callable) -> bool:

@@ -452,16 +452,11 @@ def _verify(module: RematModule, program: Program, inputs: Any, budget: float, c
 
 
 def measure_restoring(module: nn.Module, inputs: Any, method: str = "auto", gradients: str = "auto"):
-    """``measure`` one step (``method``: see ``remat.measure``), then put back gradients, buffers
+    """``measure`` one step (``method``: see ``remat.measure``), which gives back gradients, buffers
     (BatchNorm statistics) and RNG. The step runs on copies of the input tensors: the user's keep
     their data (a forward may write into an input) and their ``.grad`` (an input may require
     one), and no gradient flows out of them into what computed them."""
     inputs = pytree.tree_map_only(torch.Tensor, _input_copy, inputs)
-    grads = {p: (None if p.grad is None else p.grad.detach().clone()) for p in module.parameters()}
-    buffers = {k: v.detach().clone() for k, v in module.state_dict(keep_vars=True).items()
-               if isinstance(v, torch.Tensor) and not isinstance(v, nn.Parameter)}
-    rng = torch.get_rng_state()
-    cuda_rng = torch.cuda.get_rng_state_all() if torch.cuda.is_available() and torch.cuda.is_initialized() else None
     # on CUDA one warm-up step first: the first matmul allocates cuBLAS's workspace, not an activation
     on_cuda = any(p.is_cuda for p in module.parameters())
     ours = type(module).__module__.startswith("remat.")
@@ -473,14 +468,4 @@ def measure_restoring(module: nn.Module, inputs: Any, method: str = "auto", grad
         if ours or isinstance(e, (RematError, MemoryError)) or "OutOfMemory" in type(e).__name__:
             raise
         raise explain(e, type(module).__name__, "run") from e
-    finally:
-        for p, g in grads.items():
-            p.grad = g
-        with torch.no_grad():
-            for k, v in module.state_dict(keep_vars=True).items():
-                if k in buffers:
-                    v.copy_(buffers[k])
-        torch.set_rng_state(rng)
-        if cuda_rng is not None:
-            torch.cuda.set_rng_state_all(cuda_rng)
 
