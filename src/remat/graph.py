@@ -145,7 +145,8 @@ class Graph:
         return node
 
     def _invalidate(self) -> None:
-        for key in ("order", "succ", "index", "_validated", "_remat_floors"):  # floors: remat.judge
+        # floors: remat.judge; executed: solvers.selective
+        for key in ("order", "succ", "index", "_validated", "_remat_floors", "_remat_executed"):
             self.__dict__.pop(key, None)
 
     # ---- access ---------------------------------------------------------------------------

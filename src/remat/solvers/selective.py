@@ -55,6 +55,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
@@ -81,10 +82,46 @@ def pinned(graph: Graph) -> frozenset[str]:
 
 def executed(graph: Graph, kept: Iterable[str]) -> tuple[list[Step], Simulation]:
     """The schedule the runtime executes for a kept set, and its simulation (``runtime.predict``
-    for a kept set, without importing torch)."""
-    steps = schedule.executable(graph, schedule.from_kept(graph, set(kept) | pinned(graph)))
-    assert steps is not None, "from_kept's backward order is autograd's"
-    return steps, simulate_training(graph, steps)
+    for a kept set, without importing torch).
+
+    Remembered per graph (``_Executed``, dropped when a node is added): the searches of one planning
+    run judge the same kept sets again and again (auto's candidates share orders' prefixes, and the
+    partitioner plans one graph at several budgets): on a captured HF Jamba (607 nodes, bf16) 1,143
+    of 1,596 calls over four auto calls were repeats, and the four took 7.6 s instead of 12.0."""
+    full = frozenset(kept) | pinned(graph)
+    memo = graph.__dict__.get("_remat_executed")
+    if memo is None:
+        memo = graph.__dict__["_remat_executed"] = _Executed()
+    hit = memo.get(full)
+    if hit is None:
+        steps = schedule.executable(graph, schedule.from_kept(graph, set(full)))
+        assert steps is not None, "from_kept's backward order is autograd's"
+        hit = memo.put(full, steps, simulate_training(graph, steps))
+    return list(hit[0]), hit[1]  # (a list of its own: a caller may extend its schedule)
+
+
+EXECUTED_STEPS = 2_000_000  # schedule steps ``executed`` remembers per graph (about 100 bytes each)
+
+
+class _Executed:
+    """Least recently used (kept set -> schedule, simulation), at most ``EXECUTED_STEPS`` steps in all."""
+
+    def __init__(self) -> None:
+        self.entries: OrderedDict[frozenset, tuple[list[Step], Simulation]] = OrderedDict()
+        self.steps = 0
+
+    def get(self, key: frozenset) -> tuple[list[Step], Simulation] | None:
+        hit = self.entries.get(key)
+        if hit is not None:
+            self.entries.move_to_end(key)
+        return hit
+
+    def put(self, key: frozenset, steps: list[Step], sim: Simulation) -> tuple[list[Step], Simulation]:
+        self.entries[key] = (steps, sim)
+        self.steps += len(steps)
+        while self.steps > EXECUTED_STEPS and len(self.entries) > 1:
+            self.steps -= len(self.entries.popitem(last=False)[1][0])
+        return steps, sim
 
 
 def backward_reads(graph: Graph) -> set[str]:
