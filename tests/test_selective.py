@@ -45,6 +45,25 @@ def test_keeps_the_matmul_outputs_and_recomputes_the_cheap_ops():
     assert only_mm.peak == 16 and only_mm.recompute_cost == 9
 
 
+def test_executed_is_remembered_per_graph_and_forgotten_when_it_changes():
+    """A kept set judged again is answered from the graph's memo, the same as judged afresh; a caller
+    extending the schedule it got changes no later answer; a graph priced another way (``with_costs``)
+    or given a node answers afresh."""
+    g = mlp_chain()
+    kept = ["mm1", "mm2", "mm3", "mm4", "head"]
+    steps, sim = executed(g, kept)
+    steps.append(("fwd", "x"))  # the caller's own list
+    again, sim_again = executed(g, set(kept))
+    assert sim_again is sim and again == steps[:-1]
+    fresh = schedule.executable(g, schedule.from_kept(g, set(kept)))
+    assert again == fresh and simulate(g, fresh).peak == sim.peak == 16 and sim.recompute_cost == 9
+    pricier = g.with_costs({"x": 10})
+    assert executed(pricier, kept)[1].recompute_cost == 18  # x, recomputed once, now costs 10 instead of 1
+    g.add_node("extra", 2, 1, ["head"], op="relu")
+    extended, _ = executed(g, kept)
+    assert ("fwd", "extra") in extended and ("fwd", "extra") not in again
+
+
 @pytest.mark.parametrize("budget, kept, cost", [
     (24, ["x", "mm1", "act1", "mm2", "act2", "mm3", "act3", "mm4", "act4", "head"], 0),
     (22, ["mm1", "act1", "mm2", "act2", "mm3", "act3", "mm4", "act4", "head"], 1),
