@@ -100,7 +100,7 @@ def executed(graph: Graph, kept: Iterable[str]) -> tuple[list[Step], Simulation]
     return list(hit[0]), hit[1]  # (a list of its own: a caller may extend its schedule)
 
 
-EXECUTED_STEPS = 2_000_000  # schedule steps ``executed`` remembers per graph (about 100 bytes each)
+EXECUTED_STEPS = 500_000  # schedule steps ``executed`` remembers per graph (about 100 bytes each, with the timeline)
 
 
 class _Executed:
