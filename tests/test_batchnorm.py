@@ -83,10 +83,11 @@ def test_recomputed_from_statistics_exact_and_measured_as_predicted(solver, budg
     """A plan recomputing batch norm outputs from their statistics: gradients and running
     statistics torch.equal to eager, the backward calls the normalization, not a batch norm, and
     the measured peak (allocator level: convolution workspaces included) is the predicted one
-    within 2%."""
+    within 2%. FLOP costs: the same plan on any host (with the ops' measured times chen-greedy's
+    plans moved, and once in a suite run none met 50%)."""
     model, inputs = _resnet_like()
     ref = copy.deepcopy(model)
-    module = remat.optimize(model, inputs, budget, solver=solver, verify=False)
+    module = remat.optimize(model, inputs, budget, solver=solver, verify=False, cost="flops")
     planned = module.step.planned
     backward = planned.split.backward.graph
     applied = [n for n in backward.nodes if n.target is batchnorm.apply_statistics]

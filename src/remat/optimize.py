@@ -75,10 +75,12 @@ def _choice(plan: Plan) -> Choice:
 
 
 def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int = 3,
-                base: float | None = None, **options: Any) -> Choice:
+                base: float | None = None, named: bool = True, **options: Any) -> Choice:
     """``solver``'s plan within ``budget`` as ``remat.solve`` makes it (judged on the executed
     schedule, the best over the planning budgets that fit, its floor if nothing else fits);
-    InfeasibleError naming the smallest budget it meets when ``budget`` is below that.
+    InfeasibleError naming the smallest budget it meets when ``budget`` is below that, or, with
+    ``named=False`` (a caller that tries otherwise and drops the message), without seeking it: that
+    is the solver's floor search (on a captured HF Jamba, 10 s of auto's for a shortlist's refusal).
     ``options`` go to the solver (auto: ``candidates``). auto's gap to the MILP bound is not
     sought: no report of optimize's shows it, and the partitioner's searches plan a graph at up to
     a dozen planning budgets (the cost benchmark's two-layer MLP at 75%: 5.4-6.9 s of planning with
@@ -87,6 +89,9 @@ def plan_within(graph: Graph, budget: float, solver: str, mode: str, rounds: int
         options.setdefault("milp_gap", False)
     plan = solve(graph, budget, solver=solver, mode=mode, **options)
     if not plan.feasible:
+        if not named:
+            raise InfeasibleError(f"{solver} makes no plan within {fmt_bytes(budget)} on {graph.name} (the smallest "
+                                  "budget it meets was not sought)")
         raise _too_small(graph, budget, solver, mode, base)
     return _choice(plan)
 

@@ -554,7 +554,7 @@ class Planner:
                 if hi - lo <= LOOSEN * target:
                     break
                 try:
-                    retry = plan_within(pg, hi, self.solver, self.mode, base=base)
+                    retry = plan_within(pg, hi, self.solver, self.mode, base=base, named=False)
                     got = (retry, *self._split(jg, retry, pg))
                 except BudgetError:
                     break
@@ -665,12 +665,12 @@ class Planner:
             else:
                 try:
                     try:  # auto: its candidates cheapest at the budget first (a MobileNet: 3 s a re-plan for all 15)
-                        choice = plan_within(pg, budget, self.solver, self.mode, base=base,
+                        choice = plan_within(pg, budget, self.solver, self.mode, base=base, named=False,
                                              **({"candidates": shortlist} if shortlist else {}))
                     except BudgetError:
                         if not shortlist:
                             raise
-                        choice = plan_within(pg, budget, self.solver, self.mode, base=base)
+                        choice = plan_within(pg, budget, self.solver, self.mode, base=base, named=False)
                 except BudgetError:
                     floor = self._floor(pg)
                     budget, choice = floor.peak, floor
@@ -929,7 +929,7 @@ class Planner:
             if name in have:
                 continue
             try:
-                out.append(plan_within(pg, target, name, self.mode))
+                out.append(plan_within(pg, target, name, self.mode, named=False))
             except (InfeasibleError, ValueError, RuntimeError):  # (below its floor: nothing to start from)
                 continue
         return out
