@@ -3,31 +3,17 @@ eager peers' measured peaks, with ``selective.executed`` remembering each graph'
 and without (``EXECUTED_STEPS = 0``: "old"). Prints each plan's solver, recomputation, predicted peak and planning
 seconds; writes $OUT/plans.json. argv: models (comma list)."""
 import contextlib
+import functools
 import sys
 from pathlib import Path
-from typing import Any
+from unittest import mock
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parents[2] / "src"), str(HERE.parent / "selective_chains_cpu")]
-from plans_eager import compare  # noqa: E402
+from plans_eager import compare, describe_recompute  # noqa: E402
 from remat.solvers import selective  # noqa: E402
 
-
-@contextlib.contextmanager
-def old():
-    was = selective.EXECUTED_STEPS
-    selective.EXECUTED_STEPS = 0
-    try:
-        yield
-    finally:
-        selective.EXECUTED_STEPS = was
-
-
-def describe(module: Any) -> dict:
-    rep = module.report
-    return {"solver": rep.solver, "recompute_s": module.step.planned.prediction.recompute_cost,
-            "predicted_peak": rep.predicted_peak}
-
+old = functools.partial(mock.patch.object, selective, "EXECUTED_STEPS", 0)  # (a context per plan)
 
 if __name__ == "__main__":
-    compare(sys.argv[1], {"new": contextlib.nullcontext, "old": old}, describe, "plans.json")
+    compare(sys.argv[1], {"new": contextlib.nullcontext, "old": old}, describe_recompute, "plans.json")

@@ -64,6 +64,13 @@ def compare(models: str, variants: dict, describe: Callable[[Any], dict], out_na
     Path(os.environ.get("OUT", "."), out_name).write_text(json.dumps(out, indent=1))
 
 
+def describe_recompute(module: Any) -> dict:
+    """A plan's solver, predicted recompute seconds and predicted peak (the later plan comparisons' row)."""
+    rep = module.report
+    return {"solver": rep.solver, "recompute_s": module.step.planned.prediction.recompute_cost,
+            "predicted_peak": rep.predicted_peak}
+
+
 def main() -> None:
     def describe(module: Any) -> dict:
         rep = module.report
