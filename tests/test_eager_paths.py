@@ -491,3 +491,33 @@ def test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_recomputation(
     assert searched["code"] <= searched["budget"] and searched["measured"] <= 1.01 * searched["budget"]
     assert searched["cost"] < plain["cost"]
     assert searched["code"] > plain["code"]
+
+
+def test_a_plan_whose_code_is_predicted_over_and_measures_over_is_refused_after_one_planning(monkeypatch):
+    """The first plan's code predicted over the budget, and the measured step over it too: the planner's own
+    search found nothing that fits, so ``optimize`` refuses at once, naming the least plan's bytes, without
+    planning again within less (a CPU-size HF ResNet bf16 at "50%": 26.5 -> 15.5 s, the same bytes named).
+    The floor check that refuses such budgets on its own is taken out here, so the prediction alone decides."""
+    class DepthwiseBlock(nn.Module):  # the depthwise convolution's backward temporaries set the code's floor
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem, self.dw, self.pw = nn.Conv2d(3, 32, 4, stride=4), nn.Conv2d(32, 32, 7, padding=3, groups=32), \
+                nn.Linear(32, 32)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.pw(self.dw(self.stem(x)).permute(0, 2, 3, 1)).square().mean()
+
+    import importlib
+
+    from remat.compiled.module import CompiledModule
+
+    optimize_module = importlib.import_module("remat.optimize")
+    monkeypatch.setattr(optimize_module, "below_floor", lambda *a, **k: False)
+    planned = []
+    real = CompiledModule.compile_for
+    monkeypatch.setattr(CompiledModule, "compile_for", lambda self, *a, **k: planned.append(1) or real(self, *a, **k))
+    torch.manual_seed(0)
+    with pytest.raises(remat.InfeasibleError, match="needs when it runs") as info:
+        remat.optimize(DepthwiseBlock().train(), (torch.randn(2, 3, 32, 32),), "50%")
+    assert len(planned) == 1
+    assert info.value.needed > 0

@@ -129,3 +129,25 @@ def test_optimize_runs_eager_where_only_eagers_step_fits(monkeypatch):
     assert refused.value.needed >= params
     with pytest.raises(remat.InputError, match="gradients"):
         remat.optimize(model, (x,), "100%", gradients="zeros")
+
+
+def test_a_refusal_retried_by_its_caller_seeks_no_floor(monkeypatch):
+    """``plan_within(named=False)`` (the partitioner's re-plans, which try otherwise: a shortlist of auto's
+    candidates, then all of them) refuses without seeking the smallest budget the solver meets over all its
+    candidates; by default the refusal names it."""
+    import importlib
+
+    from strategies import residual
+
+    optimize_module = importlib.import_module("remat.optimize")
+    g = residual(6)
+    floor = remat.min_budget(g, "selective")
+    sought = []
+    real = optimize_module.smallest_budget
+    monkeypatch.setattr(optimize_module, "smallest_budget", lambda *a, **k: sought.append(a) or real(*a, **k))
+    with pytest.raises(remat.InfeasibleError, match="not sought") as quiet:
+        optimize_module.plan_within(g, 0.5 * floor, "selective", "time", named=False)
+    assert not sought and quiet.value.needed is None
+    with pytest.raises(remat.InfeasibleError, match="smallest budget selective can meet") as told:
+        optimize_module.plan_within(g, 0.5 * floor, "selective", "time")
+    assert sought and told.value.needed == pytest.approx(floor)
