@@ -21,7 +21,10 @@
 #      stream's persistent reduction (2.26 ms on 3dd9cdf) and give the time back; OUT/g/plan.txt and kernels.txt
 #      say what each plan recomputes and what the slowest new kernels are made of;
 #   2. MODELS="vit resnet" LIMIT=70 bash bench/gpu_session.sh eager OUT (~4-5 min; never run on an H200), or
-#      MODELS=resnet LIMIT=250 bash bench/gpu_session.sh inductor OUT (~6 min, never run on inductor).
+#      MODELS=resnet LIMIT=250 bash bench/gpu_session.sh inductor OUT (~6 min, never run on inductor);
+#   3. if minutes are left: BUDGETS="100%,50%" python3 bench/gpu_probe/overhead.py OUT/o gpt2 (~1.5 min): eager
+#      "50%" on GPT-2 measured twice its predicted recomputation (9.6 against 4.78 ms on 3dd9cdf); its kernels
+#      against vanilla's and its enqueue time say whether the rest is device work or the CPU falling behind.
 # Issue 13's GPU cost benchmark ran once (profile best: 1.043x against flops 1.086x, roofline 1.094x); again with
 # ResNet-18: python3 bench/bench_costs.py --device cuda --size gpu --dtype bf16 --models resnet18,mistral \
 #   --budgets 0.7,0.5 --repeats 5 --out OUT

@@ -322,14 +322,20 @@ def test_gpu_overhead_probe_smoke_on_the_cpu(tmp_path, monkeypatch):
     monkeypatch.setenv("DEVICE", "cpu")
     monkeypatch.setenv("STEPS", "2")
     monkeypatch.setenv("SIZE", "quick")
+    monkeypatch.setenv("BUDGETS", "100%,50%")
     probe = _gpu_probe("overhead", "gpu_overhead_probe")
     probe.main([str(tmp_path), "gpt2"])
     got = json.loads((tmp_path / "overhead.json").read_text())
     rows = got["models"]["gpt2"]["rows"]
-    assert set(rows) == {"vanilla", "remat 100%"}
+    assert set(rows) == {"vanilla", "remat 100%", "remat 50%"}
     for r in rows.values():
         assert r["step_ms"] > 0 and r["enqueue_ms"] > 0 and r["kernels"] > 0 and r["kernel_ms"] > 0
-    assert got["models"]["gpt2"]["top_kernel_differences"]
+    # "100%" recomputes nothing; "50%" does, and says how long its recomputation was predicted to take
+    assert rows["remat 100%"]["predicted_recompute_ms"] == 0 and rows["remat 50%"]["predicted_recompute_ms"] > 0
+    assert "predicted_recompute_ms" not in rows["vanilla"]
+    by_budget = got["models"]["gpt2"]["by_budget"]
+    assert set(by_budget) == {"remat 100%", "remat 50%"}
+    assert got["models"]["gpt2"]["top_kernel_differences"] == by_budget["remat 100%"]
 
 
 @pytest.mark.extended  # three minutes: six inductor compiles; run before a GPU session (``make test-extended``)
