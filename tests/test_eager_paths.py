@@ -521,3 +521,40 @@ def test_a_plan_whose_code_is_predicted_over_and_measures_over_is_refused_after_
         remat.optimize(DepthwiseBlock().train(), (torch.randn(2, 3, 32, 32),), "50%")
     assert len(planned) == 1
     assert info.value.needed > 0
+
+
+def test_the_code_floor_is_sought_with_every_chain_limit_and_the_refusal_names_the_least(monkeypatch):
+    """The least budget a refusal names comes from the search judged by the generated code's own peak, from the
+    vanilla step with chains of each of ``selective.CHAIN_LIMITS`` (as ``selective-chains`` searches), not only
+    4: which limit reaches least depends on the graph (the CPU-size held-out HF ResNet in bf16: 1,810,776 bytes
+    with chains of 2, 1,850,584 with 4, and its "50%" budget, 1.72 MiB, was refused). Here the tests' tiny HF
+    ResNet at a budget below any plan: the refusal names the least of those searches' peaks."""
+    from remat.bench import heldout
+    from remat.compiled import partitioner
+    from remat.solvers import selective
+
+    searched: list[tuple] = []  # (chain limit, from the vanilla step, judged peak) of the code floor's searches
+    inside = []
+    real_lowest, real_floor = selective.lowest, partitioner.Planner._code_floor
+
+    def lowest(*args, **kwargs):
+        plan = real_lowest(*args, **kwargs)
+        if inside:
+            searched.append((kwargs.get("chain_limit"), kwargs.get("start") is None, plan.peak))
+        return plan
+
+    def code_floor(self, *args, **kwargs):
+        inside.append(1)
+        try:
+            return real_floor(self, *args, **kwargs)
+        finally:
+            inside.pop()
+
+    monkeypatch.setattr(selective, "lowest", lowest)
+    monkeypatch.setattr(partitioner.Planner, "_code_floor", code_floor)
+    held = heldout.build("resnet", "cpu", "quick")
+    with pytest.raises(remat.InfeasibleError) as info:
+        remat.optimize(held.model, held.inputs, "5%")
+    from_vanilla = [limit for limit, vanilla, _ in searched if vanilla]
+    assert from_vanilla[:1 + len(selective.CHAIN_LIMITS)] == [None, *selective.CHAIN_LIMITS]
+    assert info.value.needed == int(min(peak for _, _, peak in searched)) + 1

@@ -29,7 +29,7 @@ from ..errors import InfeasibleError, RematError
 from ..measure import held_gradients
 from ..plan import Plan
 from ..simulate import Simulation, simulate_training
-from ..solvers.selective import CHAIN_LIMIT
+from ..solvers.selective import CHAIN_LIMIT, CHAIN_LIMITS
 from . import accumulate, batchnorm, castcache, costs, fusedcost, fusionguard, storedplans, tangents
 from .chain import with_tail, without_tail
 from .codefloor import CodeFloor, code_floor
@@ -54,6 +54,7 @@ FUSED_CHAIN_LIMIT = CHAIN_LIMIT  # its moves from the vanilla step: ``selective.
 NOT_YET = object()  # a value not computed yet (where None is a value)
 GIVE_BACK_SECONDS = 15.0  # the same search from a plan whose fused code fits (2.5 s on the held-out ResNet)
 CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
+CODE_FLOOR_SECONDS = 1.0  # time limit of each start of that search for its least peak (``_code_floor``)
 CODE_SEEDS = ("selective-chains", "selective")  # under auto, that search also starts from these solvers' own plans
 SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
 SHORTLIST_WITHIN = 1.5  # ... those of them recomputing at most this times the cheapest's
@@ -937,24 +938,27 @@ class Planner:
     def _code_floor(self, jg: JointGraph, pg: Any, tail: float) -> tuple:
         """Eager code whose every plan is over the budget: the plan of least code peak the judged
         search reaches, from the vanilla step and (with auto) per-block checkpointing's floor, as
-        ``_fit``'s best; from the vanilla step also with chains of at most ``CHAIN_LIMIT`` recomputed values
-        (``selective-chains``). The solvers' least plan is least in the planning graph, which does not see
-        the temporaries inside ops: a ConvNeXt V2 (fp32, CPU) whose least plan by the solvers needed
-        0.883 of the vanilla peak, more than per-block checkpointing's 0.851, met 0.822 from the
-        blocks' floor, and the refusal had named the 0.883."""
+        ``_fit``'s best; from the vanilla step also with chains of at most each of ``CHAIN_LIMITS``
+        recomputed values (``selective-chains``' ladder), each start with ``CODE_FLOOR_SECONDS``. The
+        solvers' least plan is least in the planning graph, which does not see the temporaries inside
+        ops: a ConvNeXt V2 (fp32, CPU) whose least plan by the solvers needed 0.883 of the vanilla
+        peak, more than per-block checkpointing's 0.851, met 0.822 from the blocks' floor, and the
+        refusal had named the 0.883. Which chain limit reaches least depends on the graph: the CPU-size
+        held-out HF ResNet in bf16 reaches 1,810,776 bytes with chains of 2, and 1,850,584 with 4 or 8
+        (its "50%", 1.72 MiB, was refused when only 4 was searched)."""
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
         from ..solvers import selective
 
-        starts: list = [("selective-code (floor)", None, None),
-                        (f"selective-code (floor, chains of {CHAIN_LIMIT})", None, CHAIN_LIMIT)]
+        starts: list = [("selective-code (floor)", None, None)]
+        starts += [(f"selective-code (floor, chains of {limit})", None, limit) for limit in CHAIN_LIMITS]
         blocks = smallest_choice(pg, "blocks", self.mode) if self.solver == "auto" else None
         if blocks is not None:
             starts.append(("blocks+selective-code (floor)", _kept(pg, _executed(pg, blocks.plan)[0]), None))
         judge = self._fused_judge(jg, tail)
         plans = []
         for name, start, chains in starts:
-            plans.append(selective.lowest(pg, (), judge, start=start, time_limit=CODE_SECONDS / len(starts),
+            plans.append(selective.lowest(pg, (), judge, start=start, time_limit=CODE_FLOOR_SECONDS,
                                           mode=self.mode, chain_limit=chains))
             plans[-1].stats["chosen"] = name
         plan = min(plans, key=lambda p: p.peak)
