@@ -528,7 +528,7 @@ def test_the_code_floor_is_sought_with_every_chain_limit_and_the_refusal_names_t
     vanilla step with chains of each of ``selective.CHAIN_LIMITS`` (as ``selective-chains`` searches), not only
     4: which limit reaches least depends on the graph (the CPU-size held-out HF ResNet in bf16: 1,810,776 bytes
     with chains of 2, 1,850,584 with 4, and its "50%" budget, 1.72 MiB, was refused). Here the tests' tiny HF
-    ResNet at a budget below any plan: the refusal names the least of those searches' peaks."""
+    ResNet at a budget below any plan: the refusal names no more than the least of those searches' peaks."""
     from remat.bench import heldout
     from remat.compiled import partitioner
     from remat.solvers import selective
@@ -557,4 +557,5 @@ def test_the_code_floor_is_sought_with_every_chain_limit_and_the_refusal_names_t
         remat.optimize(held.model, held.inputs, "5%")
     from_vanilla = [limit for limit, vanilla, _ in searched if vanilla]
     assert from_vanilla[:1 + len(selective.CHAIN_LIMITS)] == [None, *selective.CHAIN_LIMITS]
-    assert info.value.needed == int(min(peak for _, _, peak in searched)) + 1
+    # (the solvers' own floor plan may need less still: the refusal names the least of all)
+    assert 0 < info.value.needed <= int(min(peak for _, _, peak in searched)) + 1
