@@ -1829,7 +1829,10 @@ def test_eager_code_over_its_planning_graph_is_planned_by_its_own_peak(monkeypat
             m.setattr(Planner, "_code_selective", lambda *a, **k: None)
             return remat.optimize(copy.deepcopy(ref), inputs, budget, verify=False).step.planned
 
-    low = solvers_alone("70%")
+    for fraction in ("70%", "60%", "50%", "40%"):  # (the workspaces are the host's: at 70% the solvers' plan fits
+        low = solvers_alone(fraction)              # on an AMX host)
+        if low.peak > low.budget * (1 + CODE_SLACK):
+            break
     assert low.peak > low.budget * (1 + CODE_SLACK)  # the code holds more than the planning graph
     budget = int(0.995 * low.peak)
     for _ in range(3):  # (planned within more, a solver's plan may meet it: then just under that one)
