@@ -1,6 +1,6 @@
 """The heap corruption of remat's inductor code on a small HF Falcon with several CPU threads
-(README, "With torch.compile"): inductor's parallel scatter-add in a 2-D tiled kernel wrote past
-its buffer (pytorch/pytorch#191837). ``remat.backend`` now compiles with the upstream fix
+(docs/how-it-works.md, "An inductor fix carried by remat's compiles"): inductor's parallel scatter-add in a 2-D
+tiled kernel wrote past its buffer (pytorch/pytorch#191837). ``remat.backend`` now compiles with the upstream fix
 (``remat.compiled.inductor_fixes``). Exits 0 when eight steps run clean; on this 2-core machine
 (2026-11-26) ``--simdlen 512`` crashed in 5 runs of 5 before the fix and ran clean in 4 of 4 after.
 
