@@ -369,7 +369,7 @@ class Planner:
                       f"without the ops' own temporaries)")
             notes.append(f"the budget covers {covers}: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
-            if not whole and max(code.peak, code.after_forward + tail) > target * (1 + CODE_SLACK):
+            if not whole and _needs(code, tail) > target * (1 + CODE_SLACK):
                 # the generated code holds more than the planning graph (inductor's channels-last
                 # copies of convolution inputs): plan as for any budget below the peak
                 notes.append("saving everything peaks over the budget in the generated code: planned within it")
@@ -378,7 +378,7 @@ class Planner:
                 choice, steps, prediction, sp, code = low
             elif inductor:  # (after every split: inductor's partitioner edits the joint graph)
                 # "100%" whose code saving everything is over it: inductor's partition where it peaks lower
-                over = max(code.peak, code.after_forward + tail) > target * (1 + CODE_SLACK)
+                over = _needs(code, tail) > target * (1 + CODE_SLACK)
                 own = self._min_cut(jg, gm, joint_inputs, options, code.peak if over else target, tail, code)
                 if own is not None:
                     choice, steps, prediction, sp, code = own
@@ -777,7 +777,7 @@ class Planner:
             codes = [self._split(jg, floor, pg)[3]]
             if self.solver in ("auto", "selective"):
                 codes.append(self._code_floor(jg, pg, tail)[4])
-            low = min(max(code.peak, code.after_forward + tail) for code in codes)
+            low = min(_needs(code, tail) for code in codes)
             low = low if low > floor.peak else float("inf")
         if not low < float("inf"):
             told = _output_grads_text(jg, floor.peak, self._unused) if not self._fused else ""
@@ -971,11 +971,8 @@ class Planner:
         least recomputation at it: the CPU-size held-out HF ResNet in bf16 at "50%" (met only at that floor, its
         code 0.2% over the budget, within ``optimize``'s tolerance) recomputed 2.00 ms by the floor plan and
         1.74 ms after this search, at the same measured peak (1.225x -> 1.207x vanilla's step in one process)."""
-        def need(code: CodePeak) -> float:
-            return max(code.peak, code.after_forward + tail)
-
-        got = self._judged_selective(jg, pg, need(low[4]), tail, [low[0]], seconds=CODE_SECONDS)
-        if got is None or need(got[4]) > need(low[4]) or got[2].recompute_cost >= low[2].recompute_cost:
+        got = self._judged_selective(jg, pg, _needs(low[4], tail), tail, [low[0]], seconds=CODE_SECONDS)
+        if got is None or _needs(got[4], tail) > _needs(low[4], tail) or got[2].recompute_cost >= low[2].recompute_cost:
             return low
         notes.append(f"from that floor, the search judged by the code's peak recomputes {got[2].recompute_cost:.3g} "
                      f"against {low[2].recompute_cost:.3g} at no higher a peak ({got[0].plan.stats['chosen']})")
@@ -1063,7 +1060,7 @@ class Planner:
         judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
         theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused,
                            held_grads=self._held_grads)
-        if max(theirs.peak, theirs.after_forward + tail) > target * (1 + CODE_SLACK):
+        if _needs(theirs, tail) > target * (1 + CODE_SLACK):
             return None
         again = _forward_ops_in(jg, bw)
         cost = sum(jg.graph[v].cost * k for v, k in again.items())
@@ -1239,6 +1236,11 @@ def _output_grads_text(jg: JointGraph, low: float, unused: frozenset[str]) -> st
     return (f". Its backward also receives {fmt_bytes(size)} of gradients for {count} of the graph's outputs, "
             "which torch.compile allocates before it runs (zeros for those no loss uses: a transformers model "
             "returns, by default, every layer's key and value cache; use_cache=False drops them)")
+
+
+def _needs(code: CodePeak, tail: float) -> float:
+    """Bytes a plan's code needs: its peak, or what its forward leaves alive plus what the graphs after it need."""
+    return max(code.peak, code.after_forward + tail)
 
 
 def _raise_to(least: float) -> str:
