@@ -1,6 +1,6 @@
 """Predicted and measured frontier of every solver on the held-out CPU models, side by side.
 
-For each model (``remat.bench.heldout``: transformers GPT-2 and Llama at their "cpu" size, and
+For each model (``remat.bench.heldout``: transformers GPT-2, Llama, ViT and ResNet at their "cpu" size, and
 ``MistralForCausalLM`` 6 x 128, batch 4, sequence 128 as ``bench/bench_frontier.py`` builds it),
 each dtype (fp32; bf16 autocast with ``--dtypes fp32,bf16``) and each solver (``--solvers``),
 ``remat.optimize(model, inputs, budget, solver=name)`` is built at 90/70/50/30% of the vanilla
@@ -70,7 +70,7 @@ SOLVERS = ("auto", "selective", "blocks", "blocks-selective", "chen-sqrt", "chen
 QUICK_SOLVERS = ("selective", "chen-sqrt")
 BUDGETS = (0.9, 0.7, 0.5, 0.3)
 QUICK_BUDGETS = (0.7,)
-MODELS = ("gpt2", "llama", "mistral")
+MODELS = ("gpt2", "llama", "vit", "resnet", "mistral")
 DTYPES = {"fp32": None, "bf16": torch.bfloat16}
 PEERS = {"per-block checkpoint": heldout.per_block, "sac-matmul": heldout.sac_matmul}
 MiB = 2 ** 20
