@@ -93,9 +93,9 @@ def test_a_judged_plan_that_recomputes_far_more_is_weighed_against_lower_plannin
     the search judged by the code's peak given too little time to walk many plans (as on a large
     graph), it finds only one recomputing 0.98 of a forward; planned within less of the planning
     graph, a plan recomputing 0.13 fits. The cheaper one is taken."""
-    from remat.compiled import partitioner
+    from remat.compiled import judged
 
-    monkeypatch.setattr(partitioner, "CODE_SECONDS", 0.3)
+    monkeypatch.setattr(judged, "CODE_SECONDS", 0.3)
     row = architectures.check("efficientnet", "50%", "bf16")
     assert row["grads_equal"] and row["loss_equal"]
     assert row["measured_peak"] <= row["planned_within"] * 1.01

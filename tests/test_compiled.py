@@ -1049,7 +1049,7 @@ def test_backend_inductor_plans_for_the_fused_code_below_the_unfused_floor():
 def test_backend_inductor_searches_the_vanilla_step_with_and_without_a_chain_limit(monkeypatch):
     """The fused search runs from the vanilla step twice, as its moves come and with chains of at most
     ``FUSED_CHAIN_LIMIT`` recomputed values (``selective.drop_order``), and the plan it keeps meets the budget."""
-    from remat.compiled import partitioner
+    from remat.compiled import judged
     from remat.solvers import selective
 
     calls: list[tuple[bool, Any]] = []
@@ -1078,8 +1078,8 @@ def test_backend_inductor_searches_the_vanilla_step_with_and_without_a_chain_lim
     budget = 0.5 * measure(copy.deepcopy(model), x, method="profiler").peak
     be = remat.backend(budget=budget, solver="auto", compiler="inductor")
     peak = measure(torch.compile(model, backend=be), x, method="profiler").peak
-    assert (True, None) in calls and (True, partitioner.FUSED_CHAIN_LIMIT) in calls
-    assert partitioner.FUSED_CHAIN_LIMIT is not None
+    assert (True, None) in calls and (True, judged.FUSED_CHAIN_LIMIT) in calls
+    assert judged.FUSED_CHAIN_LIMIT is not None
     assert peak <= budget * 1.01
     torch._dynamo.reset()
 
@@ -1964,7 +1964,7 @@ def test_the_code_judged_search_also_starts_from_the_selective_familys_own_plans
     floor and the plans of ``CODE_SEEDS`` that are not among them (the ViT bf16 plan at per-block
     checkpointing's peak: 5.50 ms of recomputation against 5.77 from the choice alone); each start keeps
     the share of the time limit it had without them, and a budget below a seed's floor gives no seed."""
-    from remat.compiled import partitioner
+    from remat.compiled.judged import CODE_SECONDS, CODE_SEEDS
     from remat.optimize import plan_within
     from remat.simulate import simulate
     from strategies import residual
@@ -1974,7 +1974,7 @@ def test_the_code_judged_search_also_starts_from_the_selective_familys_own_plans
     planner = Planner(int(top), solver="auto")
     chosen = plan_within(g, 0.6 * top, "selective", "time")
     seeds = planner._selective_seeds(g, 0.6 * top, [chosen])
-    assert [s.plan.solver for s in seeds] == [n for n in partitioner.CODE_SEEDS if n != "selective"]
+    assert [s.plan.solver for s in seeds] == [n for n in CODE_SEEDS if n != "selective"]
     assert all(s.peak <= 0.6 * top for s in seeds)
     assert planner._selective_seeds(g, 1e-3 * top, [None]) == []
     got: dict[str, Any] = {}
@@ -1985,4 +1985,4 @@ def test_the_code_judged_search_also_starts_from_the_selective_familys_own_plans
     monkeypatch.setattr(Planner, "_judged_selective", judged)
     assert planner._code_selective(None, g, 0.6 * top, 0.0, [chosen], lambda code: 0.0, blocks=False) is None
     assert [s.plan.solver for s in got["seeds"]] == ["selective", *(s.plan.solver for s in seeds)]
-    assert got["seconds"] == pytest.approx(partitioner.CODE_SECONDS * (1 + len(seeds) / 2))
+    assert got["seconds"] == pytest.approx(CODE_SECONDS * (1 + len(seeds) / 2))
