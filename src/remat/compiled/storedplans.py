@@ -65,7 +65,7 @@ def refusal(entry: dict) -> InfeasibleError | None:
     """The stored refusal, as the error class it was raised as (None: the entry is a plan)."""
     if "refused" not in entry:
         return None
-    from .partitioner import BudgetSplitError
+    from .refusals import BudgetSplitError
 
     kind = BudgetSplitError if entry.get("kind") == BudgetSplitError.__name__ else InfeasibleError
     return kind(entry["refused"], needed=entry.get("needed"))
