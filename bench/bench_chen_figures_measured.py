@@ -82,7 +82,8 @@ from remat import zoo  # noqa: E402
 from remat.bench.steps import interleave, measured_peak, time_ratios, train_step  # noqa: E402
 from remat.compiled.jointgraph import build  # noqa: E402
 from remat.compiled.module import CompiledModule  # noqa: E402
-from remat.compiled.partitioner import Planned, Planner, _kept  # noqa: E402
+from remat.compiled.partitioner import Planned, Planner  # noqa: E402
+from remat.explain import held_across  # noqa: E402
 from remat.compiled.split import split  # noqa: E402
 from remat.machine import provenance  # noqa: E402
 from remat.runtime import _executed  # noqa: E402
@@ -179,7 +180,7 @@ class SolverPlanner(Planner):
         self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla_peak(graph), budget=prediction.peak, split=sp,
                                     seconds=time.perf_counter() - started,
-                                    kept_bytes=sum(graph[v].mem for v in _kept(graph, steps))))
+                                    kept_bytes=sum(graph[v].mem for v in held_across(graph, steps))))
         return sp.forward, sp.backward
 
 

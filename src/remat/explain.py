@@ -218,7 +218,7 @@ class ModuleRow:
     live_at_peak: float      # bytes of the module's values live at the plan's peak
 
 
-def _kept(graph: Graph, steps: list[Step]) -> set[str]:
+def held_across(graph: Graph, steps: list[Step]) -> set[str]:
     """Values whose forward-pass copy is read in the backward part (held across the turn)."""
     from .runtime import Instances
 
@@ -233,7 +233,7 @@ def forward_cost(graph: Graph) -> float:
 def rows(graph: Graph, steps: list[Step], vanilla_steps: list[Step], depth: int,
          live: dict[str, float] | None = None) -> list[ModuleRow]:
     """Per-module rows, in the order the forward pass first reaches each module."""
-    kept, saved = _kept(graph, steps), _kept(graph, vanilla_steps)
+    kept, saved = held_across(graph, steps), held_across(graph, vanilla_steps)
     step_cost = 3.0 * forward_cost(graph)
     out: dict[str, ModuleRow] = {}
 

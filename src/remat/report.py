@@ -164,13 +164,13 @@ _FIELDS = {f.name for f in dataclasses.fields(Report)}
 def build(record: dict[str, Any], graph: Any, steps: list, model: str) -> Report:
     """A Report from optimize's record (its keys become fields, the rest ``extra``), with the
     time ratio and where the memory goes computed on the planning graph and executed schedule."""
-    from .explain import _kept, _recomputed, at_peak, forward_cost
+    from .explain import _recomputed, at_peak, forward_cost, held_across
 
     rec = dict(record)
     fwd = forward_cost(graph)
     recompute = float(rec.get("recompute_cost", 0.0) or 0.0)
     live, peak_step, n = at_peak(graph, steps)
-    rec.setdefault("kept_bytes", math.fsum(graph[v].mem for v in _kept(graph, steps)))
+    rec.setdefault("kept_bytes", math.fsum(graph[v].mem for v in held_across(graph, steps)))
     rec.setdefault("recomputed_ops", len(_recomputed(steps)))
     rec.setdefault("graph", graph.name)
     rec.setdefault("nodes", len(graph))

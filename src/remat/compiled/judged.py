@@ -25,6 +25,7 @@ import math
 from typing import Any, Callable
 
 from ..errors import InfeasibleError
+from ..explain import held_across
 from ..plan import Plan
 from ..simulate import Simulation, simulate_training
 from ..solvers.selective import CHAIN_LIMIT, CHAIN_LIMITS
@@ -119,7 +120,7 @@ class JudgedSearches:
         if self.solver == "auto":
             seeds = [smallest_choice(pg, "blocks", self.mode)] if seeds is None else seeds
             starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+{kind}",
-                        kept_of(pg, _executed(pg, c.plan)[0]), None) for c in seeds if c is not None]
+                        held_across(pg, _executed(pg, c.plan)[0]), None) for c in seeds if c is not None]
         if not starts:
             return None
         judge = self._fused_judge(jg, tail)
@@ -207,7 +208,7 @@ class JudgedSearches:
         starts += [(f"selective-code (floor, chains of {limit})", None, limit) for limit in CHAIN_LIMITS]
         blocks = smallest_choice(pg, "blocks", self.mode) if self.solver == "auto" else None
         if blocks is not None:
-            starts.append(("blocks+selective-code (floor)", kept_of(pg, _executed(pg, blocks.plan)[0]), None))
+            starts.append(("blocks+selective-code (floor)", held_across(pg, _executed(pg, blocks.plan)[0]), None))
         judge = self._fused_judge(jg, tail)
         plans = []
         for name, start, chains in starts:
@@ -256,10 +257,3 @@ class JudgedSearches:
 def code_needs(code: CodePeak, tail: float) -> float:
     """Bytes a plan's code needs: its peak, or what its forward leaves alive plus what the graphs after it need."""
     return max(code.peak, code.after_forward + tail)
-
-
-def kept_of(graph: Any, steps: list) -> set[str]:
-    from ..runtime import Instances
-
-    inst = Instances.of(graph, steps)
-    return {v for v in graph.order if inst.reads[v][0] > 0}

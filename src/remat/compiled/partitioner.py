@@ -24,6 +24,7 @@ import torch.fx as fx
 
 from .. import heap, progress
 from ..errors import InfeasibleError, RematError
+from ..explain import held_across
 from ..measure import held_gradients
 from ..plan import Plan
 from ..simulate import Simulation
@@ -36,7 +37,7 @@ from .gradlayout import grads_as_parameters
 from .inplace import write_over_dying_inputs
 from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
-from .judged import CODE_SLACK, GIVE_BACK_SECONDS, JudgedSearches, code_needs, kept_of
+from .judged import CODE_SLACK, GIVE_BACK_SECONDS, JudgedSearches, code_needs
 from .refusals import BudgetSplitError, Refusals
 from .split import Split, split
 
@@ -401,7 +402,7 @@ class Planner(JudgedSearches, Refusals):
         if self._disk is not None:
             self.cache.store(self._disk, storedplans.plan_entry(choice.plan, notes, code.peak,
                                                                 time.perf_counter() - started, partition=not steps))
-        kept_bytes = sum(graph[v].mem for v in kept_of(graph, steps)) if steps else code.saved
+        kept_bytes = sum(graph[v].mem for v in held_across(graph, steps)) if steps else code.saved
         self.planned.append(Planned(joint=jg, plan=choice.plan, steps=steps, prediction=prediction,
                                     vanilla=vanilla, budget=target, split=sp,
                                     seconds=time.perf_counter() - started, kept_bytes=kept_bytes, notes=notes,
@@ -436,7 +437,7 @@ class Planner(JudgedSearches, Refusals):
              **more: Any) -> tuple[fx.GraphModule, fx.GraphModule]:
         """Record a plan made before (stored, or kept by ``_again``), split as ``sp``, and hand
         back its two graphs (no ``steps``: inductor's own partition, ``_partition``)."""
-        kept_bytes = sum(jg.graph[v].mem for v in kept_of(jg.graph, steps)) if steps else code.saved
+        kept_bytes = sum(jg.graph[v].mem for v in held_across(jg.graph, steps)) if steps else code.saved
         seconds = self._recompute_time(jg, steps, prediction, sp) if steps else plan.stats.get("recompute_time")
         self.planned.append(Planned(joint=jg, plan=plan, steps=steps, prediction=prediction, vanilla=vanilla,
                                     budget=target, split=sp, seconds=time.perf_counter() - started,
