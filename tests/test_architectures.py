@@ -87,16 +87,13 @@ def test_a_mixture_of_experts_routes_another_batch_as_eager_does():
 
 
 @pytest.mark.extended  # ``_below``'s search: test_compiled's test_code_over_the_budget_searches_the_planning_budgets...
-def test_a_judged_plan_that_recomputes_far_more_is_weighed_against_lower_planning_budgets(monkeypatch):
+def test_a_judged_plan_that_recomputes_far_more_is_weighed_against_lower_planning_budgets():
     """EfficientNet-B0 under bf16 autocast (mixed-dtype batch norms, depthwise convolutions,
     stochastic depth): at 50% the plan within the budget runs over it in the generated code. With
     the search judged by the code's peak given too little time to walk many plans (as on a large
     graph), it finds only one recomputing 0.98 of a forward; planned within less of the planning
     graph, a plan recomputing 0.13 fits. The cheaper one is taken."""
-    from remat.compiled import judged
-
-    monkeypatch.setattr(judged, "CODE_SECONDS", 0.3)
-    row = architectures.check("efficientnet", "50%", "bf16")
+    row = architectures.check("efficientnet", "50%", "bf16", search=remat.Searching(code_seconds=0.3))
     assert row["grads_equal"] and row["loss_equal"]
     assert row["measured_peak"] <= row["planned_within"] * 1.01
     assert row["recompute_fraction"] < 0.5

@@ -429,36 +429,34 @@ def test_interpolate_is_traced_as_eagers_kernels(mode, monkeypatch):
 def _room_case() -> dict:
     """The HF ResNet bf16 plans of ``test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_
     recomputation``, made in a fresh process: with nominal CPU costs, the first budget from 50% to 70%
-    whose plan leaves room under it (``ROOM`` huge: no search), then the same budget searched from
-    1% of room."""
+    whose plan leaves room under it (``Searching.room`` huge: no search), then the same budget searched
+    from 1% of room."""
     from remat.bench import heldout
-    from remat.compiled import costs, partitioner
+    from remat.compiled import costs
 
     fig = {**costs.DEVICES["cpu"], "measured": 1.0, "version": costs.FIGURES_VERSION}
     costs.calibrate = lambda: fig  # as the ``nominal_cpu_costs`` fixture
     torch.set_num_threads(1)  # the bench's (and CI's) thread count: oneDNN's kernels and costs depend on it
     held = heldout.build("resnet", "cpu", "cpu")
 
-    def planned(budget):
+    def planned(budget, room):
         with heldout.autocast("cpu", torch.bfloat16):
-            module = remat.optimize(held.model, held.inputs, budget)
+            module = remat.optimize(held.model, held.inputs, budget, search=remat.Searching(room=room))
         p = module.step.planned
         return {"code": p.code.peak, "budget": p.budget, "cost": p.prediction.recompute_cost,
                 "measured": module.report.measured_peak}
 
     room = 0.01
-    partitioner.ROOM = 10.0
     for budget in ("50%", "60%", "70%"):
         try:
-            plain = planned(budget)
+            plain = planned(budget, 10.0)
         except remat.InfeasibleError:
             continue
         if plain["code"] < (1 - room) * plain["budget"] and plain["cost"] > 0:
             break
     else:
         return {"budget": None}
-    partitioner.ROOM = room
-    return {"budget": budget, "plain": plain, "searched": planned(budget)}
+    return {"budget": budget, "plain": plain, "searched": planned(budget, room)}
 
 
 @pytest.mark.extended  # three minutes, and skipped where no budget leaves room (an AMD EPYC host): the give-back
@@ -467,7 +465,7 @@ def test_a_plan_whose_code_peaks_well_under_the_budget_gives_back_recomputation(
     """HF ResNet under bf16 autocast: where auto's plan fits the planning graph with room to spare
     and its generated code peaks well under the budget (at 50% on the host this was written on:
     7% under, 1.68 -> 1.22 ms predicted, measured 1.18x -> 1.13x vanilla), the code-judged
-    search from it gives back recomputation while the code fits. With that search off (``ROOM``
+    search from it gives back recomputation while the code fits. With that search off (``Searching.room``
     huge) the plan stays where it was.
 
     The least plan and the room a plan leaves depend on the machine's peaks and op costs (50%: 7%

@@ -83,9 +83,25 @@ def test_key_covers_budget_signature_autocast_and_structure(tmp_path):
               cache_key(_mlp(width=32), (x,), {}, "50%", "auto", "time", "flops")]
     with torch.autocast("cpu", dtype=torch.bfloat16):
         others.append(cache_key(m, (x,), {}, "50%", "auto", "time", "flops"))
+    others.append(cache_key(m, (x,), {}, "50%", "auto", "time", "flops", search=remat.Searching(room=0.5)))
+    assert base == cache_key(m, (x,), {}, "50%", "auto", "time", "flops", search=remat.Searching())  # the defaults
     m.eval()
     others.append(cache_key(m, (x,), {}, "50%", "auto", "time", "flops"))
     assert len({base, *others}) == len(others) + 1
+
+
+def test_search_limits_are_passed_in_not_read_from_module_switches():
+    """``search=`` (a frozen ``remat.Searching``) reaches the planner of ``optimize`` and of the backend, each
+    its own; anything else is refused before any work, naming the type."""
+    search = remat.Searching(code_seconds=0.5, room=0.2)
+    module = remat.optimize(_mlp(), (_x(),), "50%", verify=False, search=search)
+    assert module.step.planned is not None and module._make_planner().search is search
+    assert remat.backend(search=search).planner.search is search
+    assert remat.backend().planner.search == remat.Searching()
+    with pytest.raises(remat.InputError, match="remat.Searching"):
+        remat.optimize(_mlp(), (_x(),), "50%", search={"room": 0.2})
+    with pytest.raises(remat.InputError, match="compiled executor"):
+        remat.optimize(_mlp(), (_x(),), "50%", executor="interpret", search=search)
 
 
 def test_autocast_state_is_cached_separately(tmp_path, monkeypatch):

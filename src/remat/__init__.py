@@ -44,7 +44,7 @@ _LAZY = {"capture": ("capture", "capture"), "measure": ("measure", "measure"),
          "zoo": ("zoo", None), "distributed": ("distributed", None), "hf": ("hf", None),
          "plancache": ("plancache", None), "Report": ("report", "Report"),
          "Explanation": ("explain", "Explanation"), "explain": ("explain", "explain"),
-         "Fit": ("fit", "Fit"), "fit": ("fit", "fit")}
+         "Fit": ("fit", "Fit"), "fit": ("fit", "fit"), "Searching": ("compiled.searching", "Searching")}
 
 
 def __getattr__(name: str):
@@ -84,7 +84,7 @@ __all__ = ["BudgetError", "CaptureError", "Graph", "GraphError", "InfeasibleErro
            "UnknownSolverError", "__version__", "backend", "capture", "fmt_bytes", "measure", "min_budget",
            "optimize", "parse_budget", "simulate", "solve", "zoo"]
 
-__all__ += ["Explanation", "Fit", "Report", "explain", "fit"]
+__all__ += ["Explanation", "Fit", "Report", "Searching", "explain", "fit"]
 __all__ += ["distributed", "hf", "plancache"]
 
 try:

@@ -45,6 +45,7 @@ from .budget import parse as parse_budget_syntax
 from .errors import BudgetError, InfeasibleError, InputError, RematError, StepError  # noqa: F401
 from .capture import Program, check_model, explain, trace, warn_hooks
 from .compiled.costs import DEFAULT_COST
+from .compiled.searching import checked_search
 from .graph import Graph
 from .measure import held_gradients, measure
 from .plan import Plan
@@ -133,7 +134,7 @@ def vanilla_peak(graph: Graph) -> float:
 def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str = "auto",
              mode: str = "time", *, cost: str = DEFAULT_COST, verify: bool = True, rounds: int = 3,
              tolerance: float = 0.01, executor: str = "compiled", plan_cache: Any = None,
-             shapes: Any = None, plan: Any = None, gradients: str = "auto") -> nn.Module:
+             shapes: Any = None, plan: Any = None, gradients: str = "auto", search: Any = None) -> nn.Module:
     """A module that trains ``model`` within ``budget`` bytes of activation memory, same gradients.
 
     ``solver``: a registered training solver (``remat.solvers.names("training")``) or ``"auto"``
@@ -176,6 +177,7 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
         raise InputError(f"executor must be 'compiled' or 'interpret', got {executor!r}")
     candidates(solver)
     held_gradients(gradients, None)  # so is an unknown gradients=
+    checked_search(search)  # and a search= that is not a Searching
     parse_budget_syntax(budget)  # an unreadable budget is refused before any work
     check_model(model, example_inputs, "remat.optimize")
     model = _unwrap_compiled(model)
@@ -184,18 +186,18 @@ def optimize(model: nn.Module, example_inputs: Any, budget: int | float | str, s
 
     wrapped = distributed.optimize_wrapped(model, lambda inner: optimize(
         inner, example_inputs, budget, solver, mode, cost=cost, verify=verify, rounds=rounds, tolerance=tolerance,
-        executor=executor, plan_cache=plan_cache, shapes=shapes, plan=plan, gradients=gradients))
+        executor=executor, plan_cache=plan_cache, shapes=shapes, plan=plan, gradients=gradients, search=search))
     if wrapped is not None:  # DDP: the planned module inside it
         return wrapped
     if executor == "interpret":
-        if plan_cache is not None or shapes is not None or plan is not None or gradients != "auto":
-            raise InputError("plan_cache, shapes, plan and gradients need the compiled executor "
+        if plan_cache is not None or shapes is not None or plan is not None or gradients != "auto" or search:
+            raise InputError("plan_cache, shapes, plan, gradients and search need the compiled executor "
                              "(executor='compiled')")
         return _optimize_interpreted(model, example_inputs, budget, solver, mode, cost, verify, rounds, tolerance)
     try:
         return plancache.optimize_signatures(model, example_inputs, budget, solver, mode, cost, verify, rounds,
                                              tolerance, plan_cache=plan_cache, shapes=shapes, plan=plan,
-                                             one=_optimize_compiled, gradients=gradients)
+                                             one=_optimize_compiled, gradients=gradients, search=search)
     except InfeasibleError as e:
         own = own_checkpointing(model)
         if own is None or not is_relative(budget):
@@ -229,7 +231,7 @@ def own_checkpointing(model: nn.Module) -> tuple[str, str] | None:
 
 def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | float | str, solver: str, mode: str,
                        cost: str, verify: bool, rounds: int, tolerance: float, *,
-                       gradients: str = "auto") -> nn.Module:
+                       gradients: str = "auto", search: Any = None) -> nn.Module:
     """One input signature, planned: measure the vanilla step, plan, verify (``optimize``)."""
     from .capture import split_inputs
     from .compiled.module import CompiledModule
@@ -248,10 +250,10 @@ def _optimize_compiled(model: nn.Module, example_inputs: Any, budget: int | floa
 
     def make_planner(planning_budget: float | None = None) -> Planner:
         return Planner(budget, solver, mode, cost, vanilla=vanilla, device=device, name=type(model).__name__,
-                       planning_budget=planning_budget, gradients=gradients)
+                       planning_budget=planning_budget, gradients=gradients, search=search)
 
     module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device,
-                                                   name=type(model).__name__, gradients=gradients))
+                                                   name=type(model).__name__, gradients=gradients, search=search))
     step = module.compile_for(args, kwargs, make_planner())
     target = step.planned.budget
     planning, least = target, math.inf

@@ -46,7 +46,7 @@ def structure(model: nn.Module) -> str:
 
 
 def cache_key(model: nn.Module, args: tuple, kwargs: dict, budget: Any, solver: str, mode: str, cost: str,
-              gradients: str = "auto") -> str:
+              gradients: str = "auto", search: Any = None) -> str:
     """The file name (without ``.json``) of the plan for these inputs and settings."""
     from .budget import parse
     from .compiled.module import plan_key
@@ -54,7 +54,8 @@ def cache_key(model: nn.Module, args: tuple, kwargs: dict, budget: Any, solver: 
     b = parse(budget)
     parts = [f"format {FORMAT}", f"torch {torch.__version__}", structure(model), repr(plan_key(model, args, kwargs)),
              f"budget {'relative' if b.relative else 'bytes'} {b.value!r}", f"solver {solver}", f"mode {mode}",
-             f"cost {cost}"] + ([f"gradients {gradients}"] if gradients != "auto" else [])
+             f"cost {cost}"] + ([f"gradients {gradients}"] if gradients != "auto" else []) \
+        + ([f"search {search!r}"] if search is not None and search != type(search)() else [])
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 
@@ -92,7 +93,7 @@ class PlanCache:
 
 def optimize_signatures(model: nn.Module, example_inputs: Any, budget: Any, solver: str, mode: str, cost: str,
                         verify: bool, rounds: int, tolerance: float, *, plan_cache: Any, shapes: Any, plan: Any,
-                        one: Callable[..., nn.Module], gradients: str = "auto") -> nn.Module:
+                        one: Callable[..., nn.Module], gradients: str = "auto", search: Any = None) -> nn.Module:
     """``remat.optimize``'s compiled path over signatures: the first (``example_inputs``, or the
     stored ``plan``), each of ``shapes``, and later any new one (``replan``); ``one`` plans one."""
     from .capture import split_inputs
@@ -112,19 +113,20 @@ def optimize_signatures(model: nn.Module, example_inputs: Any, budget: Any, solv
         if stored is not None:
             try:
                 return _loaded(model, args, kwargs, stored, None, budget, solver, mode, cost, "the plan given",
-                               gradients)
+                               gradients, search)
             except StalePlanError as e:
                 raise InputError(f"remat.optimize(plan=...): {e}: optimize without it to plan again") from e
-        key = cache_key(model, args, kwargs, budget, solver, mode, cost, gradients) if cache is not None else None
+        key = cache_key(model, args, kwargs, budget, solver, mode, cost, gradients, search) if cache is not None else None
         entry = cache.load(key) if cache is not None else None
         if entry is not None:
             try:
                 return _loaded(model, args, kwargs, Plan.from_json(entry["plan"]), entry.get("report"), budget,
-                               solver, mode, cost, f"plan cache {cache.path(key)}", gradients)
+                               solver, mode, cost, f"plan cache {cache.path(key)}", gradients, search)
             except StalePlanError as e:
                 warnings.warn(f"remat: the cached plan {cache.path(key)} does not fit: {e}. Planning again and "
                               f"replacing it", stacklevel=3)
-        module = one(model, inputs, budget, solver, mode, cost, verify, rounds, tolerance, gradients=gradients)
+        module = one(model, inputs, budget, solver, mode, cost, verify, rounds, tolerance, gradients=gradients,
+                     search=search)
         _describe(module, args, kwargs)
         if cache is not None:
             path = cache.store(key, {"plan": module.plan.to_json(), "report": _report_json(module.report),
@@ -143,7 +145,7 @@ def optimize_signatures(model: nn.Module, example_inputs: Any, budget: Any, solv
 
 
 def _loaded(model: nn.Module, args: tuple, kwargs: dict, plan: Any, report: dict | None, budget: Any, solver: str,
-            mode: str, cost: str, source: str, gradients: str = "auto") -> nn.Module:
+            mode: str, cost: str, source: str, gradients: str = "auto", search: Any = None) -> nn.Module:
     """A CompiledModule running a stored plan (traced once, nothing planned or measured)."""
     from .compiled.module import CompiledModule, plan_key
     from .compiled.partitioner import Planner
@@ -151,9 +153,9 @@ def _loaded(model: nn.Module, args: tuple, kwargs: dict, plan: Any, report: dict
     device = next((p.device for p in model.parameters()), None)
     name = type(model).__name__
     module = CompiledModule(model, lambda: Planner(budget, solver, mode, cost, device=device, name=name,
-                                                   gradients=gradients))
+                                                   gradients=gradients, search=search))
     step = module.compile_for(args, kwargs, Planner(budget, solver, mode, cost, device=device, name=name, plan=plan,
-                                                    gradients=gradients))
+                                                    gradients=gradients, search=search))
     module.report = _restore_report(report) or _fresh_report(step, name)
     step.eager = module.report.executor == "eager"  # stored from a step that runs the model as is
     module.report.compile_seconds = step.compile_seconds

@@ -303,9 +303,10 @@ def _per_block(name: str, model: torch.nn.Module, inputs: dict[str, Any], dtype:
         return float(measure(peer, inputs, method="profiler", loss_fn=lambda out: out.loss).peak)
 
 
-def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]:
+def check(name: str, budget: str = "50%", dtype: str = "fp32", search: Any = None) -> dict[str, Any]:
     """Plan ``name`` within ``budget`` (bf16: under CPU autocast, as the user trains it), step it
-    and an eager copy, and report what happened (see the module docstring)."""
+    and an eager copy, and report what happened (see the module docstring). ``search``: the
+    planner's search limits (``remat.Searching``), default the defaults."""
     import remat
 
     model, inputs, source = build(name)
@@ -314,7 +315,7 @@ def check(name: str, budget: str = "50%", dtype: str = "fp32") -> dict[str, Any]
     started = time.perf_counter()
     with _autocast(dtype):
         try:
-            planned = remat.optimize(model, inputs, budget)
+            planned = remat.optimize(model, inputs, budget, search=search)
         except InfeasibleError as e:
             row["refused"] = str(e)
             named = re.search(r"(\d+) bytes\)", str(e))

@@ -34,7 +34,7 @@ from .dynamic import is_dynamic
 from .fusion import cache_key, config_patches, inner_compile
 from .inductor_fixes import unaliased_donations
 from .jointgraph import total_cost
-from .partitioner import CODE_SLACK, LEFTOVER, Planner
+from .partitioner import LEFTOVER, Planner
 
 COMPILERS = ("inductor", "eager")
 REPEAT_GRID = 6       # a graph run several times a step: leftovers per call tried at a first guess, then 5/6, 4/6, ...
@@ -374,7 +374,7 @@ class RematBackend:
 
 def _fits(calls: list[Slot], budget: float) -> bool:
     """Whether a step's graph calls, with their current plans, fit a byte budget (``step_peak``)."""
-    return step_peak(calls) <= budget * (1 + CODE_SLACK)
+    return step_peak(calls) <= budget
 
 
 def _convolutions(gm: torch.fx.GraphModule) -> bool:
@@ -416,7 +416,8 @@ def _input_grad_bytes(inputs: list) -> float:
 
 
 def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor", mode: str = "time",
-            cost: str = DEFAULT_COST, gradients: str = "auto", plan_cache: Any = None) -> RematBackend:
+            cost: str = DEFAULT_COST, gradients: str = "auto", plan_cache: Any = None,
+            search: Any = None) -> RematBackend:
     """A torch.compile backend planning each graph within ``budget`` with ``solver``.
 
     ``cost``: the op cost model (``remat.compiled.costs``): ``"roofline"`` (seconds from the
@@ -427,7 +428,8 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     gradients are then held until it ends, and the plan counts them; "none"; "auto": as
     ``remat.measure`` steps, allocated on CUDA. ``plan_cache``: a directory where each graph's plan
     is stored, and loaded from when the same graph is compiled under the same terms (a restarted
-    run): no planning then (``remat.compiled.storedplans``)."""
+    run): no planning then (``remat.compiled.storedplans``). ``search``: the planner's own search limits
+    (``remat.Searching``: its searches' time limits, and when each runs; default: the defaults)."""
     from .costs import check
 
     check(cost)
@@ -439,7 +441,7 @@ def backend(budget: Any = "50%", solver: str = "auto", compiler: str = "inductor
     parse_budget(budget, 1.0)  # so does a budget that cannot be read
     return RematBackend(Planner(budget, solver, mode, cost, name="compiled", strict=False,
                                 fused=compiler == "inductor", loss_only=True, gradients=gradients,
-                                cache=plan_cache), compiler)
+                                cache=plan_cache, search=search), compiler)
 
 
 def _partitioned_each_time(planner: Planner) -> Any:

@@ -13,7 +13,8 @@ other plans (``seeds``):
 - ``_cheap_floor``: a floor plan whose freed bytes cost the graphs before it little (graph breaks).
 
 ``JudgedSearches`` is a part of ``partitioner.Planner``, which provides the planning call's state:
-``solver``, ``mode``, ``cost``, ``device``, ``_fused`` (the code runs under inductor), ``_margin``
+``solver``, ``mode``, ``cost``, ``device``, ``search`` (``searching.Searching``: the time limits and
+seeds), ``_fused`` (the code runs under inductor), ``_margin``
 (the aside for the fused walk), ``_judged`` (this call's judged schedules), and ``_split``, ``_code``
 and ``_floor``.
 """
@@ -28,21 +29,12 @@ from ..errors import InfeasibleError
 from ..explain import held_across
 from ..plan import Plan
 from ..simulate import Simulation, simulate_training
-from ..solvers.selective import CHAIN_LIMIT, CHAIN_LIMITS
+from ..solvers.selective import CHAIN_LIMITS
 from . import costs, fusedcost
 from .chain import without_tail
 from .codepeak import CodePeak
 from .jointgraph import JointGraph
 
-CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a re-plan: nothing (a byte budget holds;
-                     # 0.5% let ViT bf16 at SAC's peak measure 0.3% over it where a plan within it recomputed 0.2% more)
-FUSED_SECONDS = 60.0  # time limit of the fused selective search (each prefix is split and walked)
-FUSED_CHAIN_LIMIT = CHAIN_LIMIT  # its moves from the vanilla step: ``selective.drop_order``'s chain_limit
-GIVE_BACK_SECONDS = 15.0  # the same search from a plan whose fused code fits (2.5 s on the held-out ResNet)
-CODE_SECONDS = 3.0  # time limit of the same search judged by the eager code's walk (after a re-plan)
-CODE_FLOOR_SECONDS = 1.0  # time limit of each start of that search for its least peak (``_code_floor``)
-CODE_SEEDS = ("selective-chains", "selective")  # under auto, that search also starts from these solvers' own plans
-FUSED_UNDO = 16       # moves the fused search tries to take back under the budget (a walk each)
 
 
 class JudgedSearches:
@@ -51,7 +43,7 @@ class JudgedSearches:
     def _fused_floor(self, jg: JointGraph, pg: Any, tail: float, codes: list[CodePeak] = ()) -> float:
         """The least budget inductor's code is known to meet: the fused selective search's floor
         (with auto or selective), the solver's floor plan's fused code, and ``codes`` (plans
-        already split), each with the fused walk's margin (``FUSED_MARGIN``): each of them is
+        already split), each with the fused walk's margin (``search.fused_margin``): each of them is
         planned again at any budget above it (the search meets its floor; ``_below`` tries the
         solver's floor). Every plan's code seen while planning is not: named, the least of those
         was refused again (a tiny HF ResNet on one thread)."""
@@ -69,18 +61,18 @@ class JudgedSearches:
 
     def _fused_lowest(self, jg: JointGraph, pg: Any, tail: float) -> Plan:
         """The fused search's floor: the plan of least judged peak along its orders from the vanilla step,
-        as they come and chaining at most ``FUSED_CHAIN_LIMIT`` recomputed values (ResNet-152, fp32: 0.59
+        as they come and chaining at most ``search.fused_chain_limit`` recomputed values (ResNet-152, fp32: 0.59
         and 0.30 of the vanilla step's peak)."""
         from ..solvers import selective
 
-        limits = [None] if FUSED_CHAIN_LIMIT is None else [None, FUSED_CHAIN_LIMIT]
+        limits = [None] if self.search.fused_chain_limit is None else [None, self.search.fused_chain_limit]
         return min((selective.lowest(pg, jg.fusible, self._fused_judge(jg, tail), chain_limit=limit,
-                                     time_limit=FUSED_SECONDS / len(limits)) for limit in limits),
+                                     time_limit=self.search.fused_seconds / len(limits)) for limit in limits),
                    key=lambda p: p.peak)
 
     def _fused_judge(self, jg: JointGraph, tail: float) -> Callable[[set, list, Simulation], float]:
         """A kept set's executed schedule (on the graph, or ``with_tail`` of it) -> what its code
-        needs of the budget: its peak (fused code: with the margin, ``FUSED_MARGIN``), or its forward's
+        needs of the budget: its peak (fused code: with the margin, ``search.fused_margin``), or its forward's
         leftovers plus ``tail``."""
         margin = 1 + self._margin if self._fused else 1
         seen = self._judged.setdefault((id(jg), tail, margin), {})  # this call's: a search for the floor
@@ -95,7 +87,7 @@ class JudgedSearches:
         return judge
 
     def _judged_selective(self, jg: JointGraph, pg: Any, target: float, tail: float,
-                         seeds: list | None = None, seconds: float = FUSED_SECONDS) -> tuple | None:
+                         seeds: list | None = None, seconds: float | None = None) -> tuple | None:
         """The cheapest plan for the generated code that fits ``target``, as ``_fit``'s best, or
         None: ``selective`` with each prefix judged by the walk of the code it compiles to, from
         the vanilla step and (with ``auto``) per-block checkpointing's floor, or only from the kept
@@ -104,7 +96,7 @@ class JudgedSearches:
         logits costs three fp32 buffers; fused, it costs none. With costs in seconds each start is
         searched in two move orders, by the planning graph's costs and by fused code's
         (``fusedcost.priced``), and plans are weighed in fused seconds. The moves from the vanilla step
-        are searched twice: as they come, and chaining at most ``FUSED_CHAIN_LIMIT`` recomputed values
+        are searched twice: as they come, and chaining at most ``search.fused_chain_limit`` recomputed values
         (``selective.drop_order``; neither wins everywhere). For eager code
         the walk sees what the planning graph does not (a convolution's workspace, a loss's temporaries)."""
         from ..optimize import Choice, smallest_choice
@@ -113,10 +105,12 @@ class JudgedSearches:
 
         if self.solver not in ("auto", "selective"):
             return None
+        seconds = self.search.fused_seconds if seconds is None else seconds
         kind = "selective-fused" if self._fused else "selective-code"
         starts: list[tuple[str, Any, int | None]] = [(kind, None, None)] if seeds is None else []  # name, kept, chains
-        if seeds is None and self._fused and FUSED_CHAIN_LIMIT is not None:
-            starts.append((f"{kind} (chains of {FUSED_CHAIN_LIMIT})", None, FUSED_CHAIN_LIMIT))
+        if seeds is None and self._fused and self.search.fused_chain_limit is not None:
+            limit = self.search.fused_chain_limit
+            starts.append((f"{kind} (chains of {limit})", None, limit))
         if self.solver == "auto":
             seeds = [smallest_choice(pg, "blocks", self.mode)] if seeds is None else seeds
             starts += [(f"{c.plan.stats.get('chosen', c.plan.solver)}+{kind}",
@@ -140,7 +134,8 @@ class JudgedSearches:
             for on in orders:
                 plan = selective.solve(on, target, self.mode, time_limit=seconds / (len(starts) * len(orders)),
                                        fusible=jg.fusible if self._fused else (), judge=judge, start=start,
-                                       undo=FUSED_UNDO, bound=bound.get(id(on), math.inf), chain_limit=chains)
+                                       undo=self.search.fused_undo, bound=bound.get(id(on), math.inf),
+                                       chain_limit=chains)
                 if not plan.feasible:
                     continue
                 bound[id(on)] = min(bound.get(id(on), math.inf), plan.recompute_cost)
@@ -168,11 +163,11 @@ class JudgedSearches:
         extra = self._selective_seeds(pg, target, seeds) if self.solver == "auto" else []
         # each start keeps the share of the time limit it had without the extra seeds (1 + len(seeds) starts)
         judged = self._judged_selective(jg, pg, target, tail, [*seeds, *extra],
-                                       seconds=CODE_SECONDS * (1 + (len(extra) / (1 + len(seeds)))))
-        return judged if judged is not None and fits(judged[4]) <= CODE_SLACK * target else None
+                                       seconds=self.search.code_seconds * (1 + (len(extra) / (1 + len(seeds)))))
+        return judged if judged is not None and fits(judged[4]) <= 0 else None
 
     def _selective_seeds(self, pg: Any, target: float, seeds: list) -> list:
-        """The plans of ``CODE_SEEDS`` within ``target`` that ``seeds`` do not hold already: where auto's
+        """The plans of ``search.code_seeds`` within ``target`` that ``seeds`` do not hold already: where auto's
         choice is another solver's, the judged search starting from it alone can miss a cheaper plan the
         selective family starts nearer to (ViT bf16, CPU, at per-block checkpointing's peak: per-block
         checkpointing's seed gave 5.68 ms of recomputation where ``selective-chains``' gave 4.99)."""
@@ -180,7 +175,7 @@ class JudgedSearches:
 
         have = {c.plan.stats.get("chosen", c.plan.solver) for c in seeds if c is not None}
         out = []
-        for name in CODE_SEEDS:
+        for name in self.search.code_seeds:
             if name in have:
                 continue
             try:
@@ -193,7 +188,7 @@ class JudgedSearches:
         """Eager code whose every plan is over the budget: the plan of least code peak the judged
         search reaches, from the vanilla step and (with auto) per-block checkpointing's floor, as
         ``_fit``'s best; from the vanilla step also with chains of at most each of ``CHAIN_LIMITS``
-        recomputed values (``selective-chains``' ladder), each start with ``CODE_FLOOR_SECONDS``. The
+        recomputed values (``selective-chains``' ladder), each start with ``search.code_floor_seconds``. The
         solvers' least plan is least in the planning graph, which does not see the temporaries inside
         ops: a ConvNeXt V2 (fp32, CPU) whose least plan by the solvers needed 0.883 of the vanilla
         peak, more than per-block checkpointing's 0.851, met 0.822 from the blocks' floor, and the
@@ -212,7 +207,7 @@ class JudgedSearches:
         judge = self._fused_judge(jg, tail)
         plans = []
         for name, start, chains in starts:
-            plans.append(selective.lowest(pg, (), judge, start=start, time_limit=CODE_FLOOR_SECONDS,
+            plans.append(selective.lowest(pg, (), judge, start=start, time_limit=self.search.code_floor_seconds,
                                           mode=self.mode, chain_limit=chains))
             plans[-1].stats["chosen"] = name
         plan = min(plans, key=lambda p: p.peak)
@@ -225,7 +220,8 @@ class JudgedSearches:
         least recomputation at it: the CPU-size held-out HF ResNet in bf16 at "50%" (met only at that floor, its
         code 0.2% over the budget, within ``optimize``'s tolerance) recomputed 2.00 ms by the floor plan and
         1.74 ms after this search, at the same measured peak (1.225x -> 1.207x vanilla's step in one process)."""
-        got = self._judged_selective(jg, pg, code_needs(low[4], tail), tail, [low[0]], seconds=CODE_SECONDS)
+        got = self._judged_selective(jg, pg, code_needs(low[4], tail), tail, [low[0]],
+                                     seconds=self.search.code_seconds)
         if (got is None or code_needs(got[4], tail) > code_needs(low[4], tail)
                 or got[2].recompute_cost >= low[2].recompute_cost):
             return low

@@ -37,23 +37,13 @@ from .gradlayout import grads_as_parameters
 from .inplace import write_over_dying_inputs
 from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
-from .judged import CODE_SLACK, GIVE_BACK_SECONDS, JudgedSearches, code_needs
+from .judged import JudgedSearches, code_needs
 from .refusals import BudgetSplitError, Refusals
+from .searching import Searching, checked_search
 from .split import Split, split
 
-CODE_ROUNDS = 3      # re-plans when the generated code's own peak is over the budget
 LEFTOVER = "leftover"  # ``floor=LEFTOVER``: the provisional plan that leaves the least after its forward
-CODE_SLACK = 0.0     # what the code's peak may exceed the budget by without a re-plan: nothing (a byte budget holds;
-                     # 0.5% let ViT bf16 at SAC's peak measure 0.3% over it where a plan within it recomputed 0.2% more)
-LOOSEN = 0.02        # room under the budget (fraction) worth planning again for, under inductor
-ROOM = 0.05          # room under the budget (fraction) the eager code's judged search is run for (3 s at most)
-FUSED_MARGIN = 0.03  # aside for what the fused walk does not model: on a GPU (not measured since ``fusionguard``)
-FUSED_MARGIN_CPU = 0.01  # on the CPU: every held-out plan measured at 0.997-1.000 of its walk since ``fusionguard``
 NOT_YET = object()  # a value not computed yet (where None is a value)
-SHORTLIST = 3       # auto's candidates re-planned with within lower planning budgets (the cheapest at the budget)
-SHORTLIST_WITHIN = 1.5  # ... those of them recomputing at most this times the cheapest's
-BELOW_FIRST = 0.10  # eager code over the budget by at most this (fraction): plan within less before the judged search
-JUDGED_OVER = 1.5   # a judged plan recomputing more than this times the plan over the budget: search lower budgets too
 
 
 @dataclass
@@ -124,15 +114,18 @@ class Planner(JudgedSearches, Refusals):
     ``zero_grad(set_to_none=False)``; "none"; "auto": as ``remat.measure`` steps on the graph's
     device, allocated on CUDA): where it is, the returned gradients count until the backward ends.
     ``cache``: a directory where each graph's plan (or refusal) is kept and loaded from (``storedplans``).
+    ``search``: the limits of the planner's own searches (``searching.Searching``; default: its defaults).
     """
 
     def __init__(self, budget: Any, solver: str = "auto", mode: str = "time", cost: str = DEFAULT_COST,
                  vanilla: float | None = None, device: Any = None, name: str = "model",
                  planning_budget: float | None = None, strict: bool = True, plan: Plan | None = None,
-                 fused: bool = False, loss_only: bool = False, gradients: str = "auto", cache: Any = None) -> None:
+                 fused: bool = False, loss_only: bool = False, gradients: str = "auto", cache: Any = None,
+                 search: Searching | None = None) -> None:
         from ..plancache import PlanCache
 
         held_gradients(gradients, None)  # (a bad value fails here)
+        self.search = checked_search(search)
         self.cache = PlanCache(cache) if cache is not None else None  # plans kept on disk (``storedplans``)
         self._disk: str | None = None  # this call's file name in it
         self.budget = budget
@@ -159,7 +152,7 @@ class Planner(JudgedSearches, Refusals):
         self.planned: list[Planned] = []
         self._judged: dict[tuple, dict[tuple, float]] = {}  # this call's judged schedules (``_fused_judge``)
         self._forwards: dict = {}  # this call's edited forward graph per joint graph (``_code``)
-        self._margin = FUSED_MARGIN  # this call's aside for the fused walk (``FUSED_MARGIN_CPU`` on the CPU)
+        self._margin = self.search.fused_margin  # this call's aside for the fused walk (``fused_margin_cpu`` on a CPU)
         self._made: dict[tuple, Any] = {}  # ``_again``: plans (or refusals) by the graph and terms they were made for
         self._key: tuple | None = None     # this call's key to ``_made``
 
@@ -292,7 +285,7 @@ class Planner(JudgedSearches, Refusals):
         # (a dynamic-shape graph's code is split again from the symbolic graph, unguarded: 3.4% over its walk at
         # a length below its bucket's top, on a tiny GPT-2)
         cpu = device is not None and device.type == "cpu" and dynamic.ORIGIN not in gm.meta
-        self._margin = FUSED_MARGIN_CPU if cpu else FUSED_MARGIN
+        self._margin = self.search.fused_margin_cpu if cpu else self.search.fused_margin
         self._held_grads = held_gradients(self.gradients, device)
         vanilla = vanilla_peak(graph)
         notes: list[str] = []
@@ -327,7 +320,8 @@ class Planner(JudgedSearches, Refusals):
             import torch._inductor.config as inductor_config
 
             self._disk = storedplans.key(made_for, cost=self.cost, device=str(device), held_grads=self._held_grads,
-                                         params=self._params, layout=inductor and inductor_config.layout_optimization)
+                                         params=self._params, layout=inductor and inductor_config.layout_optimization,
+                                         **({"search": repr(self.search)} if self.search != Searching() else {}))
             if (loaded := self._load(jg, gm, joint_inputs, options, vanilla, target, started, held=held, tail=tail,
                                      provisional=bool(floor))) is not None:
                 return loaded
@@ -347,7 +341,7 @@ class Planner(JudgedSearches, Refusals):
             choice = self._floor(graph)
             notes.append("provisional: planned at its floor until the graphs after this graph break are known")
             steps, prediction, sp, code = self._split(jg, choice)
-            if held and code.peak > target * (1 + CODE_SLACK):
+            if held and code.peak > target:
                 raise self._split_error(graph, target, held, before, InfeasibleError("its floor does not fit"))
         elif whole or target >= plain:  # nothing to recompute
             choice = plan_within(pg, max(target, plain), "none", self.mode, base=base)  # "100%": no recompute
@@ -357,7 +351,7 @@ class Planner(JudgedSearches, Refusals):
                       f"without the ops' own temporaries)")
             notes.append(f"the budget covers {covers}: nothing is recomputed ({self.solver} not run)")
             steps, prediction, sp, code = self._split(jg, choice, pg)
-            if not whole and code_needs(code, tail) > target * (1 + CODE_SLACK):
+            if not whole and code_needs(code, tail) > target:
                 # the generated code holds more than the planning graph (inductor's channels-last
                 # copies of convolution inputs): plan as for any budget below the peak
                 notes.append("saving everything peaks over the budget in the generated code: planned within it")
@@ -366,7 +360,7 @@ class Planner(JudgedSearches, Refusals):
                 choice, steps, prediction, sp, code = low
             elif inductor:  # (after every split: inductor's partitioner edits the joint graph)
                 # "100%" whose code saving everything is over it: inductor's partition where it peaks lower
-                over = code_needs(code, tail) > target * (1 + CODE_SLACK)
+                over = code_needs(code, tail) > target
                 own = self._min_cut(jg, gm, joint_inputs, options, code.peak if over else target, tail, code)
                 if own is not None:
                     choice, steps, prediction, sp, code = own
@@ -488,7 +482,7 @@ class Planner(JudgedSearches, Refusals):
                 notes.append("below the planning graph's floor: planned for inductor's fused code "
                              f"({fused[0].plan.stats['chosen']} from the floor plan, judged by the fused walk)")
                 return fused
-            if low is not None and fits(self._split(jg, low, pg)[3]) <= CODE_SLACK * target:
+            if low is not None and fits(self._split(jg, low, pg)[3]) <= 0:
                 choice = low
                 notes.append("below the planning graph's floor, but inductor's fused code at that floor fits: "
                              "planned at the floor")
@@ -499,9 +493,9 @@ class Planner(JudgedSearches, Refusals):
         best = (choice, *self._split(jg, choice, pg))
         first = best
         searched = ""
-        if not bounded and not self._fused and fits(best[4]) > CODE_SLACK * target:
+        if not bounded and not self._fused and fits(best[4]) > 0:
             least = self._least_possible(jg)
-            if least.peak > target * (1 + CODE_SLACK):
+            if least.peak > target:
                 notes.append(f"no plan's generated code can meet the budget of {target:.0f} bytes: whatever is "
                              f"recomputed, it needs {least.peak:.0f} ({least.why()}): planned within that floor")
                 best = self._fit(jg, pg, least.peak, tail, base, relative, vanilla, notes, held, before,
@@ -513,14 +507,14 @@ class Planner(JudgedSearches, Refusals):
         # (the judged search is selective's)
         judged_too = not choice.plan.stats.get("floor") and not self._fused and self.solver in ("auto", "selective")
         below_tried: tuple = ()  # ``_below``'s answer, where it was searched before the judged search
-        if judged_too and CODE_SLACK * target < fits(best[4]) <= BELOW_FIRST * target:
+        if judged_too and 0 < fits(best[4]) <= self.search.below_first * target:
             # a few percent over (the code's own temporaries): within less of the planning graph
             # first, whose plan the judged search below starts from (HF ResNet-152 at "50%": 3% over
             # in fp32, 6% in bf16; planning 21.5 -> 13.7 s and 23.1 -> 17.2 s, the same plans)
             below_tried = self._below(jg, pg, target, base, fits, first, notes)
-            if fits(below_tried[0][4]) <= CODE_SLACK * target:
+            if fits(below_tried[0][4]) <= 0:
                 best, planning = below_tried[:2]
-        if judged_too and fits(best[4]) > CODE_SLACK * target:
+        if judged_too and fits(best[4]) > 0:
             # from the plan (and per-block checkpointing's floor) first; the solver's floor, which
             # auto seeks over every candidate (5 s of a tiny BERT's 8), only when that finds none
             judged = (self._code_selective(jg, pg, target, tail, [choice], fits)
@@ -529,25 +523,26 @@ class Planner(JudgedSearches, Refusals):
                 notes.append(f"the generated code of the plan within the budget peaks {fits(best[4]):.0f} bytes over "
                              f"it: planned by the code's own peak ({judged[0].plan.stats['chosen']})")
                 best = judged
-        if best is not first and not below_tried and best[2].recompute_cost > JUDGED_OVER * first[2].recompute_cost:
+        if (best is not first and not below_tried
+                and best[2].recompute_cost > self.search.judged_over * first[2].recompute_cost):
             # the judged search's moves may recompute far more than a plan within less of the
             # planning graph (HF EfficientNet bf16: 0.98 of a forward against 0.13): search that too
             below, planned_within, _ = self._below(jg, pg, target, base, fits, first, notes)
-            if fits(below[4]) <= CODE_SLACK * target and below[2].recompute_cost < best[2].recompute_cost:
+            if fits(below[4]) <= 0 and below[2].recompute_cost < best[2].recompute_cost:
                 best, planning = below, planned_within
-        if fits(best[4]) > CODE_SLACK * target and not best[0].plan.stats.get("floor"):
+        if fits(best[4]) > 0 and not best[0].plan.stats.get("floor"):
             best, planning, searched = below_tried or self._below(jg, pg, target, base, fits, best, notes)
         elif self._fused:  # bisect the planning budget between the best fitting one and the first over
             lo, hi = planning, planning - fits(best[4])
-            for _ in range(CODE_ROUNDS + 1):
-                if hi - lo <= LOOSEN * target:
+            for _ in range(self.search.code_rounds + 1):
+                if hi - lo <= self.search.loosen * target:
                     break
                 try:
                     retry = plan_within(pg, hi, self.solver, self.mode, base=base, named=False)
                     got = (retry, *self._split(jg, retry, pg))
                 except BudgetError:
                     break
-                if fits(got[4]) > CODE_SLACK * target:
+                if fits(got[4]) > 0:
                     hi = (lo + hi) / 2
                     continue
                 lo, hi = hi, hi - fits(got[4])
@@ -555,15 +550,16 @@ class Planner(JudgedSearches, Refusals):
                     notes.append(f"inductor's fused code fits when planned within {lo:.0f} bytes")
                     best = got
         fused = None
-        if self._fused and fits(best[4]) > CODE_SLACK * target:
+        if self._fused and fits(best[4]) > 0:
             fused = self._judged_selective(jg, pg, target, tail, [best[0]])
-        elif self._fused and best[2].recompute_cost > 0 and (planning < target or fits(best[4]) < -LOOSEN * target):
+        elif self._fused and best[2].recompute_cost > 0 and (planning < target
+                                                             or fits(best[4]) < -self.search.loosen * target):
             # a solver's plan that fits only when made within less (``_below``), or fits with room, recomputes
             # for what the planning graph holds and the fused code does not: from it, the fused search keeps
             # again what fits (the CPU held-out ResNet fp32 at 50%: 0.75 of a forward -> 0.43, 1.13-1.15x ->
             # 1.04-1.06x torch.compile's step)
-            fused = self._judged_selective(jg, pg, target, tail, [best[0]], seconds=GIVE_BACK_SECONDS)
-            if fused is not None and (fits(fused[4]) > CODE_SLACK * target
+            fused = self._judged_selective(jg, pg, target, tail, [best[0]], seconds=self.search.give_back_seconds)
+            if fused is not None and (fits(fused[4]) > 0
                                       or fused[2].recompute_cost >= best[2].recompute_cost):
                 fused = None
         if fused is not None:
@@ -571,19 +567,19 @@ class Planner(JudgedSearches, Refusals):
                          f"walk): it recomputes {fused[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
             best = fused
         elif not self._fused and best[2].recompute_cost > 0 and self.solver in ("auto", "selective") and (
-                planning < target or fits(best[4]) < -ROOM * target  # after ``_below``, or well under the budget,
+                planning < target or fits(best[4]) < -self.search.room * target  # after ``_below``, or with room,
                 or (fits(best[4]) < 0 and best[0].plan.stats.get("from_floor"))):  # or a least-peak plan with room
             judged = self._code_selective(jg, pg, target, tail, [best[0]], fits, blocks=planning < target)
             if judged is not None and judged[2].recompute_cost < best[2].recompute_cost:
                 notes.append(f"planned by its generated code's own peak ({judged[0].plan.stats['chosen']}): it "
                              f"recomputes {judged[2].recompute_cost:.3g} against {best[2].recompute_cost:.3g}")
                 best = judged
-        if fits(best[4]) > CODE_SLACK * target and not self._fused and self.solver in ("auto", "selective"):
+        if fits(best[4]) > 0 and not self._fused and self.solver in ("auto", "selective"):
             low = self._code_floor(jg, pg, tail)  # none fits: the least over is the one to name
             if low[4].peak < best[4].peak:
                 notes.append(f"the code-judged search's floor ({low[0].plan.stats['chosen']}) needs "
                              f"{low[4].peak:.0f} bytes, against {best[4].peak:.0f} for the solvers' least plan"
-                             + (": planned at it" if fits(low[4]) <= CODE_SLACK * target else ""))
+                             + (": planned at it" if fits(low[4]) <= 0 else ""))
                 best = self._cheapest_at(jg, pg, low, tail, notes)
         return best if bounded else self._ended(jg, pg, best, target, base, relative, held, tail, notes, searched)
 
@@ -591,7 +587,7 @@ class Planner(JudgedSearches, Refusals):
                tail: float, notes: list[str], searched: str) -> tuple:
         """``_fit``'s best, after a note (and for the backend, ``_over_budget``) where its code is over ``target``."""
         code = best[4]
-        if code.peak - target > CODE_SLACK * target:
+        if code.peak - target > 0:
             notes.append(f"the generated code peaks at {code.peak:.0f} bytes, over the budget of {target:.0f}"
                          + searched)
             if not self.strict:  # torch.compile: no measured step follows to re-plan from
@@ -618,7 +614,7 @@ class Planner(JudgedSearches, Refusals):
         past a plan that fits, is not the end of the search.
 
         First, as before, plan again within the budget less the code's excess (at most
-        ``CODE_ROUNDS`` times; below the floor: at the floor); then, at most ``CODE_ROUNDS + 1``
+        ``search.code_rounds`` times; below the floor: at the floor); then, at most ``search.code_rounds + 1``
         more plans: with a plan that fits, bisect between the highest planning budget that fits
         and the lowest one above it that does not (less recomputation); with none, the floor,
         then the middle of the widest gap between the planning budgets tried. Returns the plan
@@ -626,14 +622,15 @@ class Planner(JudgedSearches, Refusals):
         planning budget; and, when none fits, what was tried (for the note)."""
         from ..optimize import BudgetError, plan_within
 
-        slack = CODE_SLACK * target
+        slack = 0.0
         tried: list[tuple[float, tuple]] = [(target, first)]  # (planning budget, _fit's best)
         floor: Any = None  # the floor choice, once a planning budget was below it or it was sought
 
         def ok(got: tuple) -> bool:
             return fits(got[4]) <= slack
 
-        shortlist = _shortlist(first[0].plan) if self.solver == "auto" else None
+        shortlist = (_shortlist(first[0].plan, self.search.shortlist, self.search.shortlist_within)
+                     if self.solver == "auto" else None)
 
         def attempt(budget: float) -> tuple | None:  # the plan within budget, None when already tried
             nonlocal floor
@@ -658,7 +655,7 @@ class Planner(JudgedSearches, Refusals):
             return got
 
         planning, got = target, first
-        for _ in range(CODE_ROUNDS):
+        for _ in range(self.search.code_rounds):
             over = fits(got[4])
             if over <= slack or got[0].plan.stats.get("floor"):
                 break
@@ -671,12 +668,12 @@ class Planner(JudgedSearches, Refusals):
                          f"{planning:.0f}" + (f" (the planning graph's floor; {asked:.0f} is below it)"
                                               if planning > asked else ""))
         spent = 0
-        while spent <= CODE_ROUNDS:
+        while spent <= self.search.code_rounds:
             fitting = [b for b, g in tried if ok(g)]
             if fitting:  # towards less recomputation: between the highest that fits and the next over
                 lo = max(fitting)
                 hi = min((b for b, g in tried if b > lo and not ok(g)), default=None)
-                if hi is None or hi - lo <= LOOSEN * target:
+                if hi is None or hi - lo <= self.search.loosen * target:
                     break
                 budget = (lo + hi) / 2
             elif floor is None:  # none fits: the least the planning graph allows first
@@ -687,7 +684,7 @@ class Planner(JudgedSearches, Refusals):
             else:  # then the middle of the widest gap between the planning budgets tried
                 marks = sorted({b for b, _ in tried})
                 width, budget = max(((b - a, (a + b) / 2) for a, b in zip(marks, marks[1:])), default=(0.0, 0.0))
-                if width <= LOOSEN * target:
+                if width <= self.search.loosen * target:
                     break
             if attempt(budget) is None:
                 break
@@ -768,7 +765,7 @@ class Planner(JudgedSearches, Refusals):
         judged = (dynamic.hinted(fw, symbolic[1]), dynamic.hinted(bw, symbolic[1])) if symbolic else (fw, bw)
         theirs = code_peak(*judged, jg.num_fwd_outputs, fused=self._fused, unused=self._unused,
                            held_grads=self._held_grads)
-        if code_needs(theirs, tail) > target * (1 + CODE_SLACK):
+        if code_needs(theirs, tail) > target:
             return None
         again = _forward_ops_in(jg, bw)
         cost = sum(jg.graph[v].cost * k for v, k in again.items())
@@ -922,7 +919,7 @@ def fingerprint(graph: Any) -> dict[str, Any]:
     return {"nodes": len(graph), "fingerprint": h.hexdigest()}
 
 
-def _shortlist(plan: Any, size: int = SHORTLIST) -> tuple[str, ...] | None:
+def _shortlist(plan: Any, size: int, within: float) -> tuple[str, ...] | None:
     """The ``size`` candidates of an auto plan that made the cheapest plans within its budget
     (from ``stats["tried"]``), None when it tried fewer: the ones to re-plan with just below it."""
     cheapest: dict[str, float] = {}
@@ -933,7 +930,7 @@ def _shortlist(plan: Any, size: int = SHORTLIST) -> tuple[str, ...] | None:
         return None
     least = min(cheapest.values())
     return tuple(s for s in sorted(cheapest, key=cheapest.get)[:size]
-                 if not least or cheapest[s] <= SHORTLIST_WITHIN * least)
+                 if not least or cheapest[s] <= within * least)
 
 
 def _forward_ops_in(jg: JointGraph, backward: fx.GraphModule) -> Counter:

@@ -8,7 +8,7 @@ search's floor, under inductor the fused search's); a byte budget the backend's 
 (a transformers model's key and value cache), the refusal says so.
 
 ``Refusals`` is a part of ``partitioner.Planner``, which provides the planning call's state:
-``solver``, ``mode``, ``_fused``, ``_fallback``, ``_unused``, ``_base_words``, and the floors
+``solver``, ``mode``, ``search``, ``_fused``, ``_fallback``, ``_unused``, ``_base_words``, and the floors
 (``_floor``, ``_split``, ``_least_possible``, ``JudgedSearches``' ``_fused_floor`` and ``_code_floor``).
 """
 
@@ -21,11 +21,8 @@ import torch
 
 from ..errors import InfeasibleError
 from .codepeak import CodePeak
-from .judged import CODE_SLACK, code_needs
+from .judged import code_needs
 from .jointgraph import JointGraph
-
-OUTPUT_GRADS_WORTH = 0.1  # share of the least budget the outputs' gradients take before a refusal names them
-
 
 class BudgetSplitError(InfeasibleError):
     """A byte budget is used up by the graphs planned before this one (torch.compile graph breaks)."""
@@ -57,7 +54,8 @@ class Refusals:
             low = min(code_needs(code, tail) for code in codes)
             low = low if low > floor.peak else float("inf")
         if not low < float("inf"):
-            told = _output_grads_text(jg, floor.peak, self._unused) if not self._fused else ""
+            worth = self.search.output_grads_worth
+            told = _output_grads_text(jg, floor.peak, self._unused, worth) if not self._fused else ""
             return InfeasibleError(f"{cause}{told}", needed=getattr(cause, "needed", None)) if told else cause
         what = (" with inductor's fused code" if self._fused
                 else " (its generated code, temporaries inside ops included)")
@@ -69,7 +67,7 @@ class Refusals:
             f"budget {fmt_bytes(target)} ({100 * target / base:.1f}% of {self._base_words}, {fmt_bytes(base)}) "
             f"is below the minimum: the smallest budget {self.solver} can meet on {jg.graph.name}{what} is "
             f"{fmt_bytes(low)} ({100 * low / base:.1f}%, {int(low) + 1} bytes){why}: raise the budget to at least "
-            "that" + _output_grads_text(jg, low, self._unused), needed=int(low) + 1)
+            "that" + _output_grads_text(jg, low, self._unused, self.search.output_grads_worth), needed=int(low) + 1)
 
     def _refuse_early(self, jg: JointGraph, pg: Any, target: float, base: float, held: float, tail: float) -> None:
         """With a fallback (``__call__``), once the fused search found no plan: raise
@@ -79,7 +77,7 @@ class Refusals:
         what it drops (the held-out ResNet: 1.13, 0.58, 0.89, 1.03 and 1.13 of torch.compile's
         peak along the order), so no cheaper look tells a budget it cannot meet."""
         low = self._fused_floor(jg, pg, tail)
-        if low > target * (1 + CODE_SLACK):
+        if low > target:
             raise InfeasibleError(f"remat: {self._over_text(jg, target, low, base, held)}{_raise_to(low + held)}",
                                   needed=int(low + held) + 1)
 
@@ -108,7 +106,7 @@ class Refusals:
                 f"({100 * low / max(base, 1):.1f}% of its vanilla peak"
                 f"{', with ' + fmt_bytes(held) + ' held by earlier graphs' if held else ''}; the least of its "
                 f"plans' {'fused' if self._fused else 'generated'} code)")
-        return text + _output_grads_text(jg, low, self._unused)
+        return text + _output_grads_text(jg, low, self._unused, self.search.output_grads_worth)
 
     def _split_error(self, graph: Any, left: float, held: float, before: int,
                      cause: Exception, jg: JointGraph | None = None) -> "BudgetSplitError":
@@ -149,12 +147,12 @@ def _output_grads(jg: JointGraph, unused: frozenset[str]) -> tuple[float, int]:
     return float(sum(sizes)), len(sizes)
 
 
-def _output_grads_text(jg: JointGraph, low: float, unused: frozenset[str]) -> str:
+def _output_grads_text(jg: JointGraph, low: float, unused: frozenset[str], worth: float) -> str:
     """A refusal's account of the outputs' gradients (``_output_grads``), where they weigh in."""
     from ..budget import fmt_bytes
 
     size, count = _output_grads(jg, unused)
-    if size < OUTPUT_GRADS_WORTH * low:
+    if size < worth * low:
         return ""
     return (f". Its backward also receives {fmt_bytes(size)} of gradients for {count} of the graph's outputs, "
             "which torch.compile allocates before it runs (zeros for those no loss uses: a transformers model "
