@@ -7,8 +7,11 @@ each dtype (fp32; bf16 autocast with ``--dtypes fp32,bf16``) and each solver (``
 peak (``--budgets``) and at the solver's floor, ``remat.min_budget(module.graph, solver)`` in
 bytes (the planning graph's floor: the least executed peak the solver's plans reach). Where
 optimize refuses that floor (the generated code runs ops the planning graph does not model, so
-the floor plan's own code peaks above it), the floor plan's code peak is tried as well, the row
-"floor (code)": the least budget optimize can honour with that plan. A budget remat refuses
+the floor plan's own code peaks above it), the least budget the refusal names (``needed``: what its
+reader asks for next; else the floor plan's code peak) is tried as well, the row "floor (code)".
+(Until the bf16 run of 8662828 the floor plan's code peak was tried even where the refusal named
+less: under bf16 on Llama, auto's refusal names 0.374 of the vanilla peak, reached by the code-judged
+search, where the solvers' floor plan's code needs 0.548.) A budget remat refuses
 (``BudgetError``/``InfeasibleError``, or a solver refusing the graph) is a "refused" row with the
 message; plans of one solver at different budgets with the same predicted peak and recompute
 cost are measured once (the later rows say ``same_as``).
@@ -239,8 +242,9 @@ class Run:
         row = self.plan(name, "floor", low, seen, floor_seconds=floor_seconds, floor_bytes=low)
         if "refused" not in row:
             return
+        code = row.get("needed")  # the least budget the refusal names: what its reader asks for next
         try:
-            code = floor_code_peak(self.graph_module, name)
+            code = floor_code_peak(self.graph_module, name) if code is None else float(code)
         except Exception as e:  # noqa: BLE001 -- library internals: say so, do not stop the run
             log(f"{self.label()} {name} floor (code): cannot compute ({_error_text(e)[:200]})")
             return
@@ -261,7 +265,7 @@ class Run:
                 module = remat.optimize(self.held.model, self.held.inputs, spec, solver=solver, **extra_opts)
         except RematError as e:
             row.update(refused=_error_text(e), refused_type=type(e).__name__,
-                       plan_seconds=time.perf_counter() - started)
+                       plan_seconds=time.perf_counter() - started, needed=getattr(e, "needed", None))
             log(f"{self.label()} {method}: refused ({type(e).__name__}: {str(e)[:240]}) [{row['plan_seconds']:.1f}s]")
             self.save()
             return row
