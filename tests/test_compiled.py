@@ -1906,6 +1906,72 @@ def test_a_schedule_is_judged_once_per_planning_call():
     assert len(walked) == 4
 
 
+def test_at_the_planning_floor_the_floor_plan_is_judged_besides_the_cheapest_plan_made_there(monkeypatch):
+    """The generated code of the plan within the budget is over it, and the budget is the planning graph's floor:
+    within it the solver's cheapest plan and its least-peak plan are different plans, and the floor plan's code
+    fits. Planning again below the budget reaches the floor plan; it is judged, not taken for tried because its
+    planning budget was (a CPU-size HF Mistral in bf16 under auto: the cheapest plan's code needed 6.50 MB, the
+    floor plan's 5.47 MB, and the budget 5.47 MB was refused)."""
+    from types import SimpleNamespace as NS
+
+    optimize_module = __import__("remat.optimize", fromlist=["plan_within"])
+    target = 1000.0
+    cheap = NS(plan=NS(schedule=[("fwd", "a")], stats={}), peak=target, recompute_cost=1.0)
+    low = NS(plan=NS(schedule=[("fwd", "b")], stats={"floor": True}), peak=target, recompute_cost=5.0)
+    code_peak = {id(cheap): 1300.0, id(low): 990.0}
+
+    def plan_within(pg, budget, *args, **kwargs):  # noqa: ANN001, ANN202 -- the solver: nothing below its floor
+        if budget < target:
+            raise remat.InfeasibleError("below the floor")
+        return cheap
+
+    monkeypatch.setattr(optimize_module, "plan_within", plan_within)
+    planner = Planner(target, solver="selective")
+    planner._floor = lambda pg: low
+    planner._split = lambda jg, choice, pg: (None, NS(recompute_cost=choice.recompute_cost), None,
+                                             NS(peak=code_peak[id(choice)]))
+    first = (cheap, *planner._split(None, cheap, None))
+    best, planning, _ = planner._below(None, None, target, target, lambda code: code.peak - target, first, [])
+    assert best[0] is low and best[4].peak <= target and planning == target
+
+
+def test_the_code_floor_judges_each_candidates_own_floor_plan(monkeypatch):
+    """Under auto, candidates tied at the planning graph's floor differ in their generated code: besides its
+    searches, the least code peak is sought among the candidates' floor plans found so far (no search runs for
+    them); the least of all is kept, and named after its solver."""
+    from dataclasses import dataclass, field
+    from types import SimpleNamespace as NS
+
+    from remat import judge
+    from remat.compiled import judged
+    from remat.solvers import selective
+
+    @dataclass
+    class FakePlan:
+        name: str
+        peak: float
+        recompute_cost: float = 1.0
+        stats: dict = field(default_factory=dict)
+
+    needs = {"search": 1200.0, "a": 1100.0, "b": 1000.0, "c": 990.0}
+    floors = {"a": FakePlan("a", 900.0), "b": FakePlan("b", 950.0), "c": FakePlan("c", 1250.0)}  # c: planned above
+    monkeypatch.setattr(selective, "lowest", lambda *a, **k: FakePlan("search", needs["search"]))
+    monkeypatch.setattr(judge, "found_floors", lambda pg, mode: floors)
+    monkeypatch.setattr(__import__("remat.optimize", fromlist=["smallest_choice"]), "smallest_choice",
+                        lambda *a, **k: None)
+    monkeypatch.setattr(__import__("remat.runtime", fromlist=["_executed"]), "_executed",
+                        lambda pg, plan: ([("fwd", plan.name)], None))
+    monkeypatch.setattr(judged, "held_across", lambda pg, steps: set())
+    planner = Planner(1000.0, solver="auto")
+    planner._fused_judge = lambda jg, tail: lambda kept, steps, sim: needs[steps[0][1]]
+    planner._split = lambda jg, choice, pg: (None, None, None, NS(peak=choice.peak))
+    choice = planner._code_floor(None, None, 0.0)[0]
+    assert choice.plan.name == "b" and choice.peak == 1000.0 and choice.plan.stats["chosen"] == "b (floor)"
+    assert floors["b"].stats == {}  # the cached floor itself is not changed
+    planner.solver = "selective"
+    assert planner._code_floor(None, None, 0.0)[0].plan.name == "search"  # only auto's candidates
+
+
 def test_lower_planning_budgets_replan_with_the_candidates_cheapest_at_the_budget():
     """auto's plan over its generated code's budget is planned again within less by the (at most
     three) candidates that made the cheapest fitting plans, those recomputing at most 1.5x the

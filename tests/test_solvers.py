@@ -118,6 +118,21 @@ def test_auto_floor_within_a_tiny_time_limit_is_a_budget_that_fits(candidates):
     check_plan(g, plan)
 
 
+def test_found_floors_are_the_floors_sought_so_far_and_seek_none():
+    """``judge.found_floors``: each solver's floor already found on the graph in a mode, none sought by asking."""
+    from remat import judge
+    from strategies import residual
+
+    judge.forget_floors()  # (floors are kept by content: an earlier test's residual(6) would have some)
+    g = residual(6)
+    assert judge.found_floors(g) == {}
+    low = judge.floor(g, "chen-sqrt")
+    assert judge.found_floors(g) == {"chen-sqrt": low}
+    assert judge.found_floors(g, "memory") == {}
+    judge.floor(g, "chen-sqrt", "memory")
+    assert set(judge.found_floors(g, "memory")) == {"chen-sqrt"} and set(judge.found_floors(g)) == {"chen-sqrt"}
+
+
 def test_autos_answer_is_one_call_of_auto(monkeypatch):
     """auto's candidates each search planning budgets around the budget themselves (``auto._candidate``),
     so its answer is its first call: no second auto at a relaxed planning budget, even where the chosen

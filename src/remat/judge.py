@@ -313,6 +313,12 @@ def forget_floors() -> None:
     _FLOORS.clear()
 
 
+def found_floors(graph: Graph, mode: str = "time") -> dict[str, Plan]:
+    """The solvers' floors already found on ``graph`` in ``mode`` (no options), by solver: no search runs."""
+    return {key[0]: low for key, low in list(floors(graph).items())
+            if isinstance(key, tuple) and len(key) == 3 and key[1] == mode and not key[2] and low is not None}
+
+
 def _has_floor(graph: Graph, name: str, mode: str, options: dict) -> bool:
     """Whether ``name``'s floor is at hand in bounded time: cached, or sought by a solver's own
     time-limited floor (auto's)."""

@@ -194,7 +194,13 @@ class JudgedSearches:
         peak, more than per-block checkpointing's 0.851, met 0.822 from the blocks' floor, and the
         refusal had named the 0.883. Which chain limit reaches least depends on the graph: the CPU-size
         held-out HF ResNet in bf16 reaches 1,810,776 bytes with chains of 2, and 1,850,584 with 4 or 8
-        (its "50%", 1.72 MiB, was refused when only 4 was searched)."""
+        (its "50%", 1.72 MiB, was refused when only 4 was searched).
+
+        With auto, each candidate's own floor plan found so far (``judge.found_floors``: no search) is
+        judged too: candidates tied at the planning graph's floor differ in their code (a CPU-size HF
+        Mistral in bf16: auto's floor plan, chen-drop-cheap-greedy's, needs 6.50 MB, chen-recursive's
+        5.47 MB, and the refusal named 5.70 MB from the search where chen-recursive alone met 5.47)."""
+        from ..judge import found_floors
         from ..optimize import Choice, smallest_choice
         from ..runtime import _executed
         from ..solvers import selective
@@ -211,7 +217,14 @@ class JudgedSearches:
                                           mode=self.mode, chain_limit=chains))
             plans[-1].stats["chosen"] = name
         plan = min(plans, key=lambda p: p.peak)
-        choice = Choice(plan=plan, peak=plan.peak, recompute_cost=plan.recompute_cost, planning_budget=None)
+        least = plan.peak
+        for name, low in sorted(found_floors(pg, self.mode).items()) if self.solver == "auto" else ():
+            if low.peak >= least:  # (a plan's code holds at least what its planning graph does, but in-place rewrites)
+                continue
+            steps, sim = _executed(pg, low)
+            if (needs := judge(held_across(pg, steps), steps, sim)) < least:
+                least, plan = needs, dataclasses.replace(low, stats={**low.stats, "chosen": f"{name} (floor)"})
+        choice = Choice(plan=plan, peak=least, recompute_cost=plan.recompute_cost, planning_budget=None)
         return (choice, *self._split(jg, choice, pg))
 
     def _cheapest_at(self, jg: JointGraph, pg: Any, low: tuple, tail: float, notes: list[str]) -> tuple:
