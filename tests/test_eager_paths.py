@@ -563,11 +563,14 @@ def test_at_the_code_floor_the_plan_recomputing_least_at_that_peak_is_taken(monk
     """The code floor's search seeks the least peak, not the least recomputation at it. Where no plan's code fits
     the budget and the floor's plan is taken (the CPU-size HF ResNet in bf16 at "50%", 0.2% over the budget), the
     judged search runs again from it at its own peak (``Planner._cheapest_at``): 2.00 -> 1.74 ms recomputed there.
-    Here on the tests' tiny HF ResNet: from the floor plan its refusal finds, that search recomputes less, and its
-    code peaks no higher."""
+    Here on the tests' tiny HF ResNet: from the floor plan its refusal's search finds, that search recomputes less,
+    and its code peaks no higher. (The candidates' own floor plans, which the code floor judges too, are left out:
+    on this model twremat's is lower, 117,744 bytes against the search's 134,961, and none cheaper is found at it.)"""
+    from remat import judge
     from remat.bench import heldout
     from remat.compiled import partitioner
 
+    monkeypatch.setattr(judge, "found_floors", lambda *a, **k: {})
     floors: list[tuple] = []
     real_floor = partitioner.Planner._code_floor
 
