@@ -50,12 +50,13 @@ def cache_key(model: nn.Module, args: tuple, kwargs: dict, budget: Any, solver: 
     """The file name (without ``.json``) of the plan for these inputs and settings."""
     from .budget import parse
     from .compiled.module import plan_key
+    from .compiled.searching import cache_term
 
     b = parse(budget)
     parts = [f"format {FORMAT}", f"torch {torch.__version__}", structure(model), repr(plan_key(model, args, kwargs)),
              f"budget {'relative' if b.relative else 'bytes'} {b.value!r}", f"solver {solver}", f"mode {mode}",
              f"cost {cost}"] + ([f"gradients {gradients}"] if gradients != "auto" else []) \
-        + ([f"search {search!r}"] if search is not None and search != type(search)() else [])
+        + ([f"search {term}"] if (term := cache_term(search)) else [])
     return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:32]
 
 

@@ -39,7 +39,7 @@ from .costs import DEFAULT_COST
 from .jointgraph import JointGraph, build, total_cost
 from .judged import JudgedSearches, code_needs
 from .refusals import BudgetSplitError, Refusals
-from .searching import Searching, checked_search
+from .searching import Searching, cache_term, checked_search
 from .split import Split, split
 
 LEFTOVER = "leftover"  # ``floor=LEFTOVER``: the provisional plan that leaves the least after its forward
@@ -321,7 +321,7 @@ class Planner(JudgedSearches, Refusals):
 
             self._disk = storedplans.key(made_for, cost=self.cost, device=str(device), held_grads=self._held_grads,
                                          params=self._params, layout=inductor and inductor_config.layout_optimization,
-                                         **({"search": repr(self.search)} if self.search != Searching() else {}))
+                                         **({"search": term} if (term := cache_term(self.search)) else {}))
             if (loaded := self._load(jg, gm, joint_inputs, options, vanilla, target, started, held=held, tail=tail,
                                      provisional=bool(floor))) is not None:
                 return loaded

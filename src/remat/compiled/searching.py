@@ -48,6 +48,12 @@ class Searching:
     fused_undo: int = 16          # moves the fused search tries to take back under the budget (a walk each)
 
 
+def cache_term(search: Searching | None) -> str | None:
+    """What a non-default ``search`` adds to a stored plan's key (None for the defaults: the keys of plans stored
+    before ``Searching`` existed stay valid)."""
+    return None if search is None or search == Searching() else repr(search)
+
+
 def checked_search(search: Searching | None) -> Searching:
     """``search``, or the defaults for None; anything else is refused, naming the type to pass."""
     if search is None:
